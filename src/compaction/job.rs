@@ -1,0 +1,355 @@
+//! Running flushes and compactions.
+
+use super::bits::bits_for_new_table;
+use super::picker::{max_grandparent_overlap, Plan};
+use crate::error::{io_context, Error, Result};
+use crate::filename;
+use crate::fs::FileSystem;
+use crate::iter::{BoxedIter, KeyRange, MergeIter};
+use crate::key::{self, SeqNo, ValueKind};
+use crate::memtable::Memtable;
+use crate::options::Options;
+use crate::sstable::{BuildOptions, TableBuilder};
+use crate::version::{level_entries, table_entries, FileMeta, TableHandle, Version, VersionEdit};
+use bytes::Bytes;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// What a job needs from the database.
+pub(crate) struct JobContext<'a> {
+    pub(crate) fs: &'a Arc<dyn FileSystem>,
+    pub(crate) dir: &'a Path,
+    pub(crate) opts: &'a Options,
+    pub(crate) file_numbers: &'a AtomicU64,
+    pub(crate) shutting_down: &'a AtomicBool,
+}
+
+/// What a finished job produced, to be committed with one manifest edit.
+#[derive(Debug, Default)]
+pub(crate) struct JobOutput {
+    pub(crate) edit: VersionEdit,
+    pub(crate) opened: Vec<Arc<TableHandle>>,
+    pub(crate) bytes_read: u64,
+    pub(crate) bytes_written: u64,
+    pub(crate) trivial_move: bool,
+}
+
+/// Writes tables for one job and removes them again if the job fails.
+struct Outputs<'a> {
+    ctx: &'a JobContext<'a>,
+    level: u32,
+    bits_per_key: f64,
+    current: Option<(u64, TableBuilder)>,
+    done: Vec<(FileMeta, Arc<TableHandle>)>,
+    buf: Vec<u8>,
+}
+
+impl<'a> Outputs<'a> {
+    fn new(ctx: &'a JobContext<'a>, level: u32, bits_per_key: f64) -> Self {
+        Outputs {
+            ctx,
+            level,
+            bits_per_key,
+            current: None,
+            done: Vec::new(),
+            buf: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, user_key: &[u8], trailer: u64, value: &[u8]) -> Result<()> {
+        if self.current.is_none() {
+            let number = self.ctx.file_numbers.fetch_add(1, Ordering::SeqCst);
+            let path = filename::table_path(self.ctx.dir, number);
+            let builder = TableBuilder::create(
+                self.ctx.fs.as_ref(),
+                &path,
+                BuildOptions {
+                    block_size: self.ctx.opts.block_size,
+                    bits_per_key: self.bits_per_key,
+                    level: self.level,
+                },
+            )?;
+            self.current = Some((number, builder));
+        }
+        self.buf.clear();
+        key::encode_into(&mut self.buf, user_key, trailer);
+        if let Some((_, b)) = self.current.as_mut() {
+            b.add(&self.buf, value)?;
+        }
+        Ok(())
+    }
+
+    fn current_size(&self) -> u64 {
+        self.current.as_ref().map_or(0, |(_, b)| b.estimated_size())
+    }
+
+    fn has_current(&self) -> bool {
+        self.current.as_ref().is_some_and(|(_, b)| b.entries() > 0)
+    }
+
+    /// Finishes the open table, if any, and opens it for reading (which verifies it).
+    fn finish_current(&mut self) -> Result<()> {
+        let Some((number, builder)) = self.current.take() else {
+            return Ok(());
+        };
+        let path = filename::table_path(self.ctx.dir, number);
+        let built = match builder.finish() {
+            Ok(b) => b,
+            Err(e) => {
+                let _ = self.ctx.fs.remove(&path);
+                return Err(e);
+            }
+        };
+        let p = &built.properties;
+        let meta = FileMeta {
+            number,
+            size: built.file_size,
+            smallest: Bytes::copy_from_slice(&p.smallest),
+            largest: Bytes::copy_from_slice(&p.largest),
+            min_seq: p.min_seq,
+            max_seq: p.max_seq,
+            entries: p.entries,
+        };
+        let handle = TableHandle::open(self.ctx.fs, self.ctx.dir, meta.clone());
+        if let Err(e) = handle.reader() {
+            handle.mark_obsolete();
+            return Err(e);
+        }
+        self.done.push((meta, handle));
+        Ok(())
+    }
+
+    /// Syncs the directory so that the new files' names are durable before the manifest
+    /// refers to them.
+    fn commit(mut self) -> Result<Vec<(FileMeta, Arc<TableHandle>)>> {
+        self.finish_current()?;
+        if !self.done.is_empty() {
+            self.ctx
+                .fs
+                .sync_dir(self.ctx.dir)
+                .map_err(|e| io_context("sync directory", self.ctx.dir, e))?;
+        }
+        Ok(std::mem::take(&mut self.done))
+    }
+}
+
+impl Drop for Outputs<'_> {
+    fn drop(&mut self) {
+        // Reached with tables still listed only when the job failed: delete them.
+        if let Some((number, _)) = self.current.take() {
+            let _ = self.ctx.fs.remove(&filename::table_path(self.ctx.dir, number));
+        }
+        for (_, handle) in self.done.drain(..) {
+            handle.mark_obsolete();
+        }
+    }
+}
+
+/// Writes a sealed memtable to one L0 table. An empty memtable writes nothing.
+pub(crate) fn flush_memtable(ctx: &JobContext<'_>, mem: &Memtable, version: &Version) -> Result<JobOutput> {
+    let mut out = JobOutput::default();
+    if mem.is_empty() {
+        return Ok(out);
+    }
+    let bits = bits_for_new_table(ctx.opts, version, 0, mem.len() as u64);
+    let mut outputs = Outputs::new(ctx, 0, bits);
+    for (k, v) in mem.iter() {
+        outputs.add(&k.user_key, k.trailer, &v)?;
+    }
+    for (meta, handle) in outputs.commit()? {
+        out.bytes_written += meta.size;
+        out.edit.last_sequence = Some(meta.max_seq);
+        out.edit.added.push((0, meta));
+        out.opened.push(handle);
+    }
+    Ok(out)
+}
+
+/// Tells, for increasing user keys, whether any level below the output holds a key.
+struct DeeperLevels<'a> {
+    levels: Vec<(&'a [Arc<TableHandle>], usize)>,
+}
+
+impl<'a> DeeperLevels<'a> {
+    fn new(version: &'a Version, output_level: usize) -> Self {
+        DeeperLevels {
+            levels: version.levels[output_level + 1..]
+                .iter()
+                .map(|l| (l.as_slice(), 0))
+                .collect(),
+        }
+    }
+
+    /// True if no deeper level's key range contains `user_key` (keys must not decrease
+    /// between calls).
+    fn is_base_for(&mut self, user_key: &[u8]) -> bool {
+        for (tables, i) in self.levels.iter_mut() {
+            while *i < tables.len() && tables[*i].meta.largest_user() < user_key {
+                *i += 1;
+            }
+            if *i < tables.len() && tables[*i].meta.smallest_user() <= user_key {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// Cuts outputs so that no one output overlaps too many grandparent bytes.
+struct GrandparentCut<'a> {
+    tables: &'a [Arc<TableHandle>],
+    i: usize,
+    overlapped: u64,
+    seen_key: bool,
+    limit: u64,
+}
+
+impl GrandparentCut<'_> {
+    fn should_cut_before(&mut self, user_key: &[u8]) -> bool {
+        while self.i < self.tables.len() && self.tables[self.i].meta.largest_user() < user_key {
+            if self.seen_key {
+                self.overlapped += self.tables[self.i].meta.size;
+            }
+            self.i += 1;
+        }
+        self.seen_key = true;
+        if self.overlapped > self.limit {
+            self.overlapped = 0;
+            return true;
+        }
+        false
+    }
+}
+
+/// Runs a compaction: merges the inputs, drops versions no snapshot can see and tombstones
+/// with nothing below them, and writes outputs split at the target size, at too much
+/// grandparent overlap, and only between user keys.
+pub(crate) fn compact(
+    ctx: &JobContext<'_>,
+    plan: &Plan,
+    version: &Version,
+    smallest_snapshot: SeqNo,
+) -> Result<JobOutput> {
+    let level = plan.level;
+    let out_level = plan.output_level();
+    let mut out = JobOutput::default();
+    if let Some(last) = plan.inputs.iter().map(|t| &t.meta.largest).max_by(|a, b| key::cmp_encoded(a, b)) {
+        out.edit.compact_pointers.push((level as u32, last.to_vec()));
+    }
+    if plan.trivial_move {
+        for t in &plan.inputs {
+            out.edit.deleted.push((level as u32, t.number()));
+            out.edit.added.push((out_level as u32, t.meta.clone()));
+        }
+        out.trivial_move = true;
+        return Ok(out);
+    }
+    let mut sources: Vec<BoxedIter> = Vec::new();
+    if level == 0 {
+        for t in &plan.inputs {
+            sources.push(Box::new(table_entries(t, KeyRange::all())?));
+        }
+    } else {
+        sources.push(Box::new(level_entries(&plan.inputs, KeyRange::all())));
+    }
+    sources.push(Box::new(level_entries(&plan.next_inputs, KeyRange::all())));
+    let incoming: u64 = plan.inputs.iter().map(|t| t.meta.entries).sum();
+    let bits = bits_for_new_table(ctx.opts, version, out_level, incoming);
+    let mut outputs = Outputs::new(ctx, out_level as u32, bits);
+    let mut deeper = DeeperLevels::new(version, out_level);
+    let mut cut = GrandparentCut {
+        tables: &plan.grandparents,
+        i: 0,
+        overlapped: 0,
+        seen_key: false,
+        limit: max_grandparent_overlap(ctx.opts),
+    };
+    let mut current_user: Option<Bytes> = None;
+    let mut last_seq_for_key = SeqNo::MAX;
+    let mut n = 0u64;
+    for entry in MergeIter::new(sources) {
+        let e = entry?;
+        n += 1;
+        if n % 1024 == 0 && ctx.shutting_down.load(Ordering::Relaxed) {
+            return Err(Error::Closed);
+        }
+        let new_key = current_user.as_ref() != Some(&e.user_key);
+        if new_key {
+            current_user = Some(e.user_key.clone());
+            last_seq_for_key = SeqNo::MAX;
+        }
+        let seq = e.seq();
+        let drop = if last_seq_for_key <= smallest_snapshot {
+            // A newer version of this key is visible to every snapshot.
+            true
+        } else {
+            e.kind() == Some(ValueKind::Delete) && seq <= smallest_snapshot && deeper.is_base_for(&e.user_key)
+        };
+        last_seq_for_key = seq;
+        if drop {
+            continue;
+        }
+        if new_key && outputs.has_current() {
+            let gp_cut = cut.should_cut_before(&e.user_key);
+            if gp_cut || outputs.current_size() >= ctx.opts.target_table_size {
+                outputs.finish_current()?;
+            }
+        } else if new_key {
+            cut.should_cut_before(&e.user_key);
+        }
+        outputs.add(&e.user_key, e.trailer, &e.value)?;
+    }
+    out.bytes_read = plan.all_inputs().map(|t| t.meta.size).sum();
+    for t in &plan.inputs {
+        out.edit.deleted.push((level as u32, t.number()));
+    }
+    for t in &plan.next_inputs {
+        out.edit.deleted.push((out_level as u32, t.number()));
+    }
+    for (meta, handle) in outputs.commit()? {
+        out.bytes_written += meta.size;
+        out.edit.added.push((out_level as u32, meta));
+        out.opened.push(handle);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::MemFs;
+    use crate::key::ValueKind;
+
+    #[test]
+    fn failed_job_removes_its_outputs() {
+        let mem = MemFs::new();
+        let dir = Path::new("/db");
+        mem.create_dir_all(dir).unwrap();
+        let fs: Arc<dyn FileSystem> = Arc::new(mem.clone());
+        let numbers = AtomicU64::new(10);
+        let stop = AtomicBool::new(false);
+        let opts = Options::default();
+        let ctx = JobContext {
+            fs: &fs,
+            dir,
+            opts: &opts,
+            file_numbers: &numbers,
+            shutting_down: &stop,
+        };
+        let m = Memtable::new(1);
+        m.insert(Bytes::from_static(b"k"), 1, ValueKind::Put, Bytes::from_static(b"v"));
+        // Fail the table's sync: the job fails and leaves no file behind.
+        mem.set_fault(Some(crate::fs::FaultPlan {
+            index: 0,
+            kinds: vec![crate::fs::OpKind::Sync],
+            persistent: false,
+        }));
+        assert!(flush_memtable(&ctx, &m, &Version::default()).is_err());
+        assert!(mem.list(dir).unwrap().is_empty());
+        mem.set_fault(None);
+        let out = flush_memtable(&ctx, &m, &Version::default()).unwrap();
+        assert_eq!(out.edit.added.len(), 1);
+        assert_eq!(mem.list(dir).unwrap(), vec!["000011.sst".to_string()]);
+    }
+}

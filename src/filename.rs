@@ -1,0 +1,119 @@
+//! Names of the files in a database directory.
+//!
+//! `NNNNNN.sst` tables, `NNNNNN.wal` write-ahead logs, `MANIFEST-NNNNNN`, `CURRENT` (the name
+//! of the live manifest and a newline), `LOCK`, and `NNNNNN.dbtmp` temporaries. One increasing
+//! file number is shared by all numbered kinds.
+
+use std::path::{Path, PathBuf};
+
+/// What a file in a database directory is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    /// `NNNNNN.sst`
+    Table(u64),
+    /// `NNNNNN.wal`
+    Wal(u64),
+    /// `MANIFEST-NNNNNN`
+    Manifest(u64),
+    /// `NNNNNN.dbtmp`
+    Temp(u64),
+    /// `CURRENT`
+    Current,
+    /// `LOCK`
+    Lock,
+}
+
+pub(crate) const CURRENT: &str = "CURRENT";
+pub(crate) const LOCK: &str = "LOCK";
+
+/// `NNNNNN.sst`
+pub fn table_name(n: u64) -> String {
+    format!("{n:06}.sst")
+}
+
+/// `NNNNNN.wal`
+pub fn wal_name(n: u64) -> String {
+    format!("{n:06}.wal")
+}
+
+/// `MANIFEST-NNNNNN`
+pub fn manifest_name(n: u64) -> String {
+    format!("MANIFEST-{n:06}")
+}
+
+pub(crate) fn temp_name(n: u64) -> String {
+    format!("{n:06}.dbtmp")
+}
+
+pub(crate) fn table_path(dir: &Path, n: u64) -> PathBuf {
+    dir.join(table_name(n))
+}
+
+pub(crate) fn wal_path(dir: &Path, n: u64) -> PathBuf {
+    dir.join(wal_name(n))
+}
+
+fn number(s: &str) -> Option<u64> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// Classifies a file name; `None` for names siltdb does not use.
+pub fn parse(name: &str) -> Option<FileKind> {
+    match name {
+        CURRENT => return Some(FileKind::Current),
+        LOCK => return Some(FileKind::Lock),
+        _ => {}
+    }
+    if let Some(n) = name.strip_prefix("MANIFEST-") {
+        return number(n).map(FileKind::Manifest);
+    }
+    let (stem, ext) = name.rsplit_once('.')?;
+    let n = number(stem)?;
+    match ext {
+        "sst" => Some(FileKind::Table(n)),
+        "wal" => Some(FileKind::Wal(n)),
+        "dbtmp" => Some(FileKind::Temp(n)),
+        _ => None,
+    }
+}
+
+/// Parses the contents of `CURRENT`: a manifest name and a newline.
+pub(crate) fn parse_current(contents: &[u8]) -> Option<u64> {
+    let s = std::str::from_utf8(contents).ok()?;
+    let name = s.strip_suffix('\n')?;
+    match parse(name)? {
+        FileKind::Manifest(n) => Some(n),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_roundtrip() {
+        assert_eq!(parse(&table_name(5)), Some(FileKind::Table(5)));
+        assert_eq!(parse(&wal_name(1234567)), Some(FileKind::Wal(1234567)));
+        assert_eq!(parse(&manifest_name(9)), Some(FileKind::Manifest(9)));
+        assert_eq!(parse(&temp_name(3)), Some(FileKind::Temp(3)));
+        assert_eq!(parse("CURRENT"), Some(FileKind::Current));
+        assert_eq!(parse("LOCK"), Some(FileKind::Lock));
+        assert_eq!(parse("x.sst"), None);
+        assert_eq!(parse("12.txt"), None);
+        assert_eq!(parse("MANIFEST-"), None);
+        assert_eq!(parse("+1.sst"), None);
+    }
+
+    #[test]
+    fn current_contents() {
+        assert_eq!(parse_current(b"MANIFEST-000007\n"), Some(7));
+        assert_eq!(parse_current(b"MANIFEST-000007"), None);
+        assert_eq!(parse_current(b""), None);
+        assert_eq!(parse_current(b"000007.sst\n"), None);
+        assert_eq!(parse_current(&[0xff, b'\n']), None);
+    }
+}

@@ -1,0 +1,715 @@
+//! [`MemFs`]: an in-memory file system that knows what a crash would keep.
+//!
+//! Files are inodes holding their bytes, how many of them were synced, and whether a failed
+//! sync lost some (the "fsyncgate" case: a later sync succeeds, but the bytes that were dirty
+//! at the failure never reach the disk). Each directory has two namespaces: the current one and
+//! the durable one, which a directory sync copies from the current. A crash image keeps the
+//! durable namespace (or the current one) and, per file, the synced bytes (optionally plus part
+//! or all of the unsynced ones).
+//!
+//! A [`FaultPlan`] makes the n-th operation of chosen kinds fail; crash images can be recorded
+//! every k operations while a workload runs.
+
+use super::{FileLock, FileSystem, RandomAccessFile, WritableFile};
+use parking_lot::{Mutex, RwLock};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The kinds of file-system operation that [`MemFs`] counts and can fail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OpKind {
+    /// `create`
+    Create,
+    /// `open`
+    Open,
+    /// An append to a writable file. A failed append stores the first half of its bytes, as a
+    /// torn write would.
+    Write,
+    /// A file sync. A failed sync loses the unsynced bytes for good, even if a later sync
+    /// succeeds.
+    Sync,
+    /// A directory sync.
+    SyncDir,
+    /// `rename`
+    Rename,
+    /// `remove`
+    Remove,
+    /// A positioned read.
+    Read,
+    /// `list`
+    List,
+    /// `lock`
+    Lock,
+}
+
+/// Which operation to fail: the `index`-th (0-based) operation whose kind is in `kinds`.
+#[derive(Clone, Debug)]
+pub struct FaultPlan {
+    /// Index among the operations of the chosen kinds, counted from when the plan is set.
+    pub index: u64,
+    /// The kinds counted; empty means every kind.
+    pub kinds: Vec<OpKind>,
+    /// If true, every matching operation from `index` on fails (a dead device); otherwise only
+    /// that one.
+    pub persistent: bool,
+}
+
+/// What a crash image keeps of the bytes that were written but not synced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnsyncedData {
+    /// Nothing: a power loss with no luck.
+    Drop,
+    /// Everything: a process crash (the operating system still has the bytes).
+    Keep,
+    /// A random-length prefix of each file's unsynced bytes, chosen by `seed`.
+    RandomPrefix {
+        /// Seed of the choice.
+        seed: u64,
+    },
+}
+
+/// How to build a crash image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CrashImageOptions {
+    /// What happens to unsynced file bytes.
+    pub unsynced_data: UnsyncedData,
+    /// If true, directory entries that were never made durable by `sync_dir` survive (as after
+    /// a process crash); if false they are lost (as after a power loss).
+    pub keep_unsynced_dir_entries: bool,
+}
+
+impl CrashImageOptions {
+    /// Power loss: only synced bytes and synced directory entries remain.
+    pub const POWER_LOSS: CrashImageOptions = CrashImageOptions {
+        unsynced_data: UnsyncedData::Drop,
+        keep_unsynced_dir_entries: false,
+    };
+    /// Process crash: everything the operating system was given remains.
+    pub const PROCESS_CRASH: CrashImageOptions = CrashImageOptions {
+        unsynced_data: UnsyncedData::Keep,
+        keep_unsynced_dir_entries: true,
+    };
+}
+
+#[derive(Debug, Default, Clone)]
+struct Content {
+    data: Vec<u8>,
+    synced_len: usize,
+    /// Set by a failed sync: bytes from here on can never become durable.
+    lost_from: Option<usize>,
+}
+
+impl Content {
+    fn durable_len(&self) -> usize {
+        self.synced_len.min(self.lost_from.unwrap_or(usize::MAX))
+    }
+}
+
+#[derive(Debug, Default)]
+struct Inode {
+    content: RwLock<Content>,
+}
+
+type InodeRef = Arc<Inode>;
+
+#[derive(Default)]
+struct State {
+    current: BTreeMap<PathBuf, InodeRef>,
+    durable: BTreeMap<PathBuf, InodeRef>,
+    dirs: BTreeSet<PathBuf>,
+    locks: BTreeSet<PathBuf>,
+    ops: u64,
+    fault: Option<(FaultPlan, u64)>,
+    faults_injected: u64,
+    recorder: Option<Recorder>,
+}
+
+struct Recorder {
+    every: u64,
+    images: Vec<(u64, MemFs)>,
+}
+
+/// An in-memory [`FileSystem`] for tests: crash images, fault injection, operation counts.
+/// Cloning a `MemFs` gives another handle to the same files.
+#[derive(Clone, Default)]
+pub struct MemFs {
+    state: Arc<Mutex<State>>,
+}
+
+impl fmt::Debug for MemFs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let st = self.state.lock();
+        f.debug_struct("MemFs")
+            .field("files", &st.current.len())
+            .field("ops", &st.ops)
+            .finish()
+    }
+}
+
+fn injected(kind: OpKind) -> io::Error {
+    io::Error::other(format!("injected fault on {kind:?}"))
+}
+
+fn not_found(path: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("{}: no such file", path.display()),
+    )
+}
+
+impl MemFs {
+    /// An empty file system.
+    pub fn new() -> MemFs {
+        MemFs::default()
+    }
+
+    /// Counts one operation: records a crash image if one is due, then decides whether the
+    /// operation fails.
+    fn begin(&self, kind: OpKind) -> io::Result<()> {
+        let mut st = self.state.lock();
+        let index = st.ops;
+        st.ops += 1;
+        if let Some(rec) = &st.recorder {
+            if index % rec.every == 0 {
+                let image = deep_clone(&st);
+                if let Some(rec) = st.recorder.as_mut() {
+                    rec.images.push((index, image));
+                }
+            }
+        }
+        let mut fail = false;
+        if let Some((plan, seen)) = st.fault.as_mut() {
+            if plan.kinds.is_empty() || plan.kinds.contains(&kind) {
+                let i = *seen;
+                *seen += 1;
+                fail = i == plan.index || (plan.persistent && i > plan.index);
+            }
+        }
+        if fail {
+            st.faults_injected += 1;
+            return Err(injected(kind));
+        }
+        Ok(())
+    }
+
+    /// Sets (or clears) the fault to inject. Counting starts now.
+    pub fn set_fault(&self, plan: Option<FaultPlan>) {
+        self.state.lock().fault = plan.map(|p| (p, 0));
+    }
+
+    /// How many faults were injected so far.
+    pub fn faults_injected(&self) -> u64 {
+        self.state.lock().faults_injected
+    }
+
+    /// How many operations were counted so far.
+    pub fn op_count(&self) -> u64 {
+        self.state.lock().ops
+    }
+
+    /// From now on, keep a full copy of the file system (synced state included) before every
+    /// `every`-th operation; [`take_recorded`](Self::take_recorded) returns them. `every` of 0
+    /// stops recording.
+    pub fn record_every(&self, every: u64) {
+        self.state.lock().recorder = (every > 0).then(|| Recorder {
+            every,
+            images: Vec::new(),
+        });
+    }
+
+    /// The copies recorded so far, with the index of the operation each was taken before.
+    /// Call [`crash_image`](Self::crash_image) on a copy to see what a crash then would leave.
+    pub fn take_recorded(&self) -> Vec<(u64, MemFs)> {
+        self.state
+            .lock()
+            .recorder
+            .as_mut()
+            .map(|r| std::mem::take(&mut r.images))
+            .unwrap_or_default()
+    }
+
+    /// What a crash right now would leave: a new, independent `MemFs` with every byte synced.
+    pub fn crash_image(&self, opts: CrashImageOptions) -> MemFs {
+        let st = self.state.lock();
+        let names = if opts.keep_unsynced_dir_entries {
+            &st.current
+        } else {
+            &st.durable
+        };
+        let mut rng = match opts.unsynced_data {
+            UnsyncedData::RandomPrefix { seed } => seed ^ 0x5851_f42d_4c95_7f2d,
+            _ => 0,
+        };
+        let mut copies: HashMap<*const Inode, InodeRef> = HashMap::new();
+        let mut out = State {
+            dirs: st.dirs.clone(),
+            ..State::default()
+        };
+        for (path, inode) in names {
+            let copy = copies
+                .entry(Arc::as_ptr(inode))
+                .or_insert_with(|| {
+                    let c = inode.content.read();
+                    let durable = c.durable_len();
+                    let keep = match opts.unsynced_data {
+                        UnsyncedData::Drop => durable,
+                        UnsyncedData::Keep => c.data.len(),
+                        UnsyncedData::RandomPrefix { .. } => {
+                            let extra = c.data.len() - durable;
+                            durable + (splitmix(&mut rng) % (extra as u64 + 1)) as usize
+                        }
+                    };
+                    let data = c.data[..keep].to_vec();
+                    Arc::new(Inode {
+                        content: RwLock::new(Content {
+                            synced_len: data.len(),
+                            data,
+                            lost_from: None,
+                        }),
+                    })
+                })
+                .clone();
+            out.current.insert(path.clone(), copy.clone());
+            out.durable.insert(path.clone(), copy);
+        }
+        MemFs {
+            state: Arc::new(Mutex::new(out)),
+        }
+    }
+
+    /// The names of the files in the durable namespace that differ from the current one, for
+    /// tests of the engine's directory syncs.
+    pub fn unsynced_dir_entries(&self) -> Vec<PathBuf> {
+        let st = self.state.lock();
+        let mut out = Vec::new();
+        for (p, i) in &st.current {
+            match st.durable.get(p) {
+                Some(d) if Arc::ptr_eq(d, i) => {}
+                _ => out.push(p.clone()),
+            }
+        }
+        for p in st.durable.keys() {
+            if !st.current.contains_key(p) {
+                out.push(p.clone());
+            }
+        }
+        out
+    }
+
+    /// The current bytes of `path` (for tests that corrupt files).
+    pub fn read_file(&self, path: &Path) -> io::Result<Vec<u8>> {
+        let st = self.state.lock();
+        let inode = st.current.get(path).ok_or_else(|| not_found(path))?;
+        let c = inode.content.read();
+        Ok(c.data.clone())
+    }
+
+    /// Replaces the bytes of `path` as if written and synced (for tests that corrupt files).
+    pub fn write_file(&self, path: &Path, data: &[u8]) -> io::Result<()> {
+        let mut st = self.state.lock();
+        let inode = Arc::new(Inode {
+            content: RwLock::new(Content {
+                data: data.to_vec(),
+                synced_len: data.len(),
+                lost_from: None,
+            }),
+        });
+        st.current.insert(path.to_path_buf(), inode.clone());
+        st.durable.insert(path.to_path_buf(), inode);
+        Ok(())
+    }
+
+    fn parent_exists(st: &State, path: &Path) -> bool {
+        match path.parent() {
+            None => true,
+            Some(p) if p.as_os_str().is_empty() => true,
+            Some(p) => st.dirs.contains(p),
+        }
+    }
+}
+
+fn deep_clone(st: &State) -> MemFs {
+    let mut copies: HashMap<*const Inode, InodeRef> = HashMap::new();
+    let mut copy_of = |inode: &InodeRef| {
+        copies
+            .entry(Arc::as_ptr(inode))
+            .or_insert_with(|| {
+                Arc::new(Inode {
+                    content: RwLock::new(inode.content.read().clone()),
+                })
+            })
+            .clone()
+    };
+    let mut out = State {
+        dirs: st.dirs.clone(),
+        ..State::default()
+    };
+    for (p, i) in &st.current {
+        out.current.insert(p.clone(), copy_of(i));
+    }
+    for (p, i) in &st.durable {
+        out.durable.insert(p.clone(), copy_of(i));
+    }
+    MemFs {
+        state: Arc::new(Mutex::new(out)),
+    }
+}
+
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+struct MemWritable {
+    fs: MemFs,
+    inode: InodeRef,
+}
+
+impl fmt::Debug for MemWritable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemWritable").field("len", &self.len()).finish()
+    }
+}
+
+impl WritableFile for MemWritable {
+    fn append(&mut self, data: &[u8]) -> io::Result<()> {
+        if let Err(e) = self.fs.begin(OpKind::Write) {
+            let torn = &data[..data.len() / 2];
+            self.inode.content.write().data.extend_from_slice(torn);
+            return Err(e);
+        }
+        self.inode.content.write().data.extend_from_slice(data);
+        Ok(())
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        if let Err(e) = self.fs.begin(OpKind::Sync) {
+            let mut c = self.inode.content.write();
+            if c.lost_from.is_none() && c.synced_len < c.data.len() {
+                c.lost_from = Some(c.synced_len);
+            }
+            return Err(e);
+        }
+        let mut c = self.inode.content.write();
+        c.synced_len = c.data.len();
+        Ok(())
+    }
+
+    fn len(&self) -> u64 {
+        self.inode.content.read().data.len() as u64
+    }
+}
+
+struct MemReadable {
+    fs: MemFs,
+    inode: InodeRef,
+}
+
+impl fmt::Debug for MemReadable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemReadable").field("len", &self.len()).finish()
+    }
+}
+
+impl RandomAccessFile for MemReadable {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.fs.begin(OpKind::Read)?;
+        let c = self.inode.content.read();
+        let start = usize::try_from(offset).unwrap_or(usize::MAX);
+        let end = start.checked_add(buf.len());
+        match end {
+            Some(end) if end <= c.data.len() => {
+                buf.copy_from_slice(&c.data[start..end]);
+                Ok(())
+            }
+            _ => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "read past end of file",
+            )),
+        }
+    }
+
+    fn len(&self) -> u64 {
+        self.inode.content.read().data.len() as u64
+    }
+}
+
+struct MemLock {
+    fs: MemFs,
+    path: PathBuf,
+}
+
+impl fmt::Debug for MemLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemLock").field("path", &self.path).finish()
+    }
+}
+
+impl FileLock for MemLock {}
+
+impl Drop for MemLock {
+    fn drop(&mut self) {
+        self.fs.state.lock().locks.remove(&self.path);
+    }
+}
+
+impl FileSystem for MemFs {
+    fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        self.begin(OpKind::Create)?;
+        let mut st = self.state.lock();
+        if !Self::parent_exists(&st, path) {
+            return Err(not_found(path.parent().unwrap_or(path)));
+        }
+        let inode = InodeRef::default();
+        st.current.insert(path.to_path_buf(), inode.clone());
+        Ok(Box::new(MemWritable {
+            fs: self.clone(),
+            inode,
+        }))
+    }
+
+    fn open(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>> {
+        self.begin(OpKind::Open)?;
+        let st = self.state.lock();
+        let inode = st.current.get(path).ok_or_else(|| not_found(path))?.clone();
+        Ok(Arc::new(MemReadable {
+            fs: self.clone(),
+            inode,
+        }))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.begin(OpKind::Rename)?;
+        let mut st = self.state.lock();
+        let inode = st.current.remove(from).ok_or_else(|| not_found(from))?;
+        st.current.insert(to.to_path_buf(), inode);
+        Ok(())
+    }
+
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        self.begin(OpKind::Remove)?;
+        let mut st = self.state.lock();
+        st.current.remove(path).ok_or_else(|| not_found(path))?;
+        Ok(())
+    }
+
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        self.begin(OpKind::List)?;
+        let st = self.state.lock();
+        if !st.dirs.contains(dir) {
+            return Err(not_found(dir));
+        }
+        Ok(st
+            .current
+            .keys()
+            .filter(|p| p.parent() == Some(dir))
+            .filter_map(|p| p.file_name()?.to_str().map(str::to_string))
+            .collect())
+    }
+
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        let mut st = self.state.lock();
+        let mut d = Some(dir);
+        while let Some(p) = d {
+            if p.as_os_str().is_empty() {
+                break;
+            }
+            st.dirs.insert(p.to_path_buf());
+            d = p.parent();
+        }
+        Ok(())
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        self.begin(OpKind::SyncDir)?;
+        let mut st = self.state.lock();
+        st.durable.retain(|p, _| p.parent() != Some(dir));
+        let entries: Vec<(PathBuf, InodeRef)> = st
+            .current
+            .iter()
+            .filter(|(p, _)| p.parent() == Some(dir))
+            .map(|(p, i)| (p.clone(), i.clone()))
+            .collect();
+        st.durable.extend(entries);
+        Ok(())
+    }
+
+    fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
+        self.begin(OpKind::Lock)?;
+        let mut st = self.state.lock();
+        if !st.locks.insert(path.to_path_buf()) {
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "lock held elsewhere",
+            ));
+        }
+        st.current.entry(path.to_path_buf()).or_default();
+        Ok(Box::new(MemLock {
+            fs: self.clone(),
+            path: path.to_path_buf(),
+        }))
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        let st = self.state.lock();
+        st.current.contains_key(path) || st.dirs.contains(path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup() -> (MemFs, PathBuf) {
+        let fs = MemFs::new();
+        let dir = PathBuf::from("/db");
+        fs.create_dir_all(&dir).unwrap();
+        (fs, dir)
+    }
+
+    #[test]
+    fn power_loss_keeps_only_synced_bytes_and_synced_entries() {
+        let (fs, dir) = setup();
+        let a = dir.join("a");
+        let mut w = fs.create(&a).unwrap();
+        w.append(b"synced").unwrap();
+        w.sync().unwrap();
+        w.append(b"-unsynced").unwrap();
+        // Directory entry of `a` not synced yet: a power loss loses the file.
+        let img = fs.crash_image(CrashImageOptions::POWER_LOSS);
+        assert!(!img.exists(&a));
+        fs.sync_dir(&dir).unwrap();
+        let img = fs.crash_image(CrashImageOptions::POWER_LOSS);
+        assert_eq!(img.read_file(&a).unwrap(), b"synced");
+        let img = fs.crash_image(CrashImageOptions::PROCESS_CRASH);
+        assert_eq!(img.read_file(&a).unwrap(), b"synced-unsynced");
+    }
+
+    #[test]
+    fn unsynced_rename_reverts_on_power_loss() {
+        let (fs, dir) = setup();
+        let tmp = dir.join("tmp");
+        let mut w = fs.create(&tmp).unwrap();
+        w.append(b"x").unwrap();
+        w.sync().unwrap();
+        fs.sync_dir(&dir).unwrap();
+        fs.rename(&tmp, &dir.join("CURRENT")).unwrap();
+        let img = fs.crash_image(CrashImageOptions::POWER_LOSS);
+        assert!(img.exists(&tmp));
+        assert!(!img.exists(&dir.join("CURRENT")));
+        fs.sync_dir(&dir).unwrap();
+        let img = fs.crash_image(CrashImageOptions::POWER_LOSS);
+        assert!(!img.exists(&tmp));
+        assert_eq!(img.read_file(&dir.join("CURRENT")).unwrap(), b"x");
+    }
+
+    #[test]
+    fn failed_sync_loses_dirty_bytes_even_if_a_retry_succeeds() {
+        let (fs, dir) = setup();
+        let a = dir.join("a");
+        let mut w = fs.create(&a).unwrap();
+        fs.sync_dir(&dir).unwrap();
+        w.append(b"one").unwrap();
+        w.sync().unwrap();
+        w.append(b"two").unwrap();
+        fs.set_fault(Some(FaultPlan {
+            index: 0,
+            kinds: vec![OpKind::Sync],
+            persistent: false,
+        }));
+        assert!(w.sync().is_err());
+        assert_eq!(fs.faults_injected(), 1);
+        w.sync().unwrap(); // the retry "succeeds"
+        let img = fs.crash_image(CrashImageOptions::POWER_LOSS);
+        assert_eq!(img.read_file(&a).unwrap(), b"one");
+    }
+
+    #[test]
+    fn failed_append_is_torn() {
+        let (fs, dir) = setup();
+        let a = dir.join("a");
+        let mut w = fs.create(&a).unwrap();
+        fs.set_fault(Some(FaultPlan {
+            index: 1,
+            kinds: vec![OpKind::Write],
+            persistent: false,
+        }));
+        w.append(b"abcd").unwrap();
+        assert!(w.append(b"efgh").is_err());
+        assert_eq!(fs.read_file(&a).unwrap(), b"abcdef");
+    }
+
+    #[test]
+    fn random_prefix_keeps_between_synced_and_written() {
+        let (fs, dir) = setup();
+        let a = dir.join("a");
+        let mut w = fs.create(&a).unwrap();
+        fs.sync_dir(&dir).unwrap();
+        w.append(b"0123").unwrap();
+        w.sync().unwrap();
+        w.append(b"456789").unwrap();
+        let mut seen = BTreeSet::new();
+        for seed in 0..200 {
+            let img = fs.crash_image(CrashImageOptions {
+                unsynced_data: UnsyncedData::RandomPrefix { seed },
+                keep_unsynced_dir_entries: false,
+            });
+            let data = img.read_file(&a).unwrap();
+            assert!(data.len() >= 4 && b"0123456789".starts_with(&data));
+            seen.insert(data.len());
+        }
+        assert!(seen.len() > 3, "prefix lengths should vary: {seen:?}");
+    }
+
+    #[test]
+    fn recorder_copies_state_before_operations() {
+        let (fs, dir) = setup();
+        fs.record_every(1);
+        let mut w = fs.create(&dir.join("a")).unwrap();
+        w.append(b"x").unwrap();
+        let rec = fs.take_recorded();
+        assert_eq!(rec.len(), 2);
+        assert!(!rec[0].1.exists(&dir.join("a")));
+        assert_eq!(rec[1].1.read_file(&dir.join("a")).unwrap(), b"");
+    }
+
+    #[test]
+    fn locks_are_exclusive_until_dropped() {
+        let (fs, dir) = setup();
+        let l = fs.lock(&dir.join("LOCK")).unwrap();
+        assert_eq!(
+            fs.lock(&dir.join("LOCK")).unwrap_err().kind(),
+            io::ErrorKind::WouldBlock
+        );
+        drop(l);
+        fs.lock(&dir.join("LOCK")).unwrap();
+    }
+
+    #[test]
+    fn reads_past_end_and_missing_files_are_errors() {
+        let (fs, dir) = setup();
+        assert_eq!(
+            fs.open(&dir.join("nope")).unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
+        let mut w = fs.create(&dir.join("a")).unwrap();
+        w.append(b"abc").unwrap();
+        let r = fs.open(&dir.join("a")).unwrap();
+        let mut buf = [0u8; 4];
+        assert_eq!(
+            r.read_exact_at(&mut buf, 0).unwrap_err().kind(),
+            io::ErrorKind::UnexpectedEof
+        );
+        assert_eq!(
+            r.read_exact_at(&mut buf, u64::MAX).unwrap_err().kind(),
+            io::ErrorKind::UnexpectedEof
+        );
+        assert!(fs.create(Path::new("/nodir/x")).is_err());
+    }
+}

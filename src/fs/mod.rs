@@ -1,0 +1,106 @@
+//! The file-system seam: every byte siltdb reads or writes goes through [`FileSystem`].
+//!
+//! Two implementations ship: [`OsFs`] (the real file system, the default) and [`MemFs`], an
+//! in-memory file system that remembers, per file, which bytes were synced and, per directory,
+//! which entries were made durable by a directory sync. [`MemFs`] can produce a *crash image*
+//! (what a machine would find after a power loss or a process crash at that moment) and can
+//! fail a chosen operation, which is how the durability tests pull the plug.
+
+mod mem;
+mod os;
+
+pub use mem::{CrashImageOptions, FaultPlan, MemFs, OpKind, UnsyncedData};
+pub use os::OsFs;
+
+use std::fmt;
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+/// The operations siltdb needs from a file system. Implementations must be usable from many
+/// threads at once.
+///
+/// Errors are plain [`io::Error`]s; a lock that is held elsewhere is reported with
+/// [`io::ErrorKind::WouldBlock`].
+pub trait FileSystem: Send + Sync + fmt::Debug + 'static {
+    /// Creates `path` (truncating an existing file) for appending. The new directory entry is
+    /// durable only after [`sync_dir`](Self::sync_dir) of the parent directory.
+    fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>>;
+    /// Opens an existing file for positioned reads.
+    fn open(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>>;
+    /// Atomically renames `from` to `to`, replacing `to`. Durable after `sync_dir`.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Removes a file.
+    fn remove(&self, path: &Path) -> io::Result<()>;
+    /// The names (not paths) of the files in `dir`.
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
+    /// Creates `dir` and its parents if missing.
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
+    /// Makes the entries of `dir` (creations, renames, removals) durable.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Takes an exclusive advisory lock on `path` (created if missing). Fails with
+    /// [`io::ErrorKind::WouldBlock`] if it is held by anyone else; released on drop.
+    fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>>;
+    /// True if `path` exists.
+    fn exists(&self, path: &Path) -> bool;
+}
+
+/// A file being written: appends only, then `sync`.
+pub trait WritableFile: Send + fmt::Debug {
+    /// Appends `data`. When this returns, the bytes are in the operating system (no user-space
+    /// buffer holds them), so they survive a process crash.
+    fn append(&mut self, data: &[u8]) -> io::Result<()>;
+    /// Makes every appended byte durable (fdatasync).
+    fn sync(&mut self) -> io::Result<()>;
+    /// Bytes appended so far.
+    fn len(&self) -> u64;
+    /// True if nothing was appended.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A file open for positioned reads.
+pub trait RandomAccessFile: Send + Sync + fmt::Debug {
+    /// Fills `buf` from `offset`; a read past the end is an
+    /// [`io::ErrorKind::UnexpectedEof`] error.
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    /// The file's length when it was opened (for a file still being written: its current
+    /// length).
+    fn len(&self) -> u64;
+    /// True if the file is empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// An exclusive lock on a file, released when dropped.
+pub trait FileLock: Send + Sync + fmt::Debug {}
+
+/// Reads a whole file into memory.
+pub(crate) fn read_all(fs: &dyn FileSystem, path: &Path) -> io::Result<Vec<u8>> {
+    let file = fs.open(path)?;
+    let len = usize::try_from(file.len())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "file too large"))?;
+    let mut buf = vec![0u8; len];
+    file.read_exact_at(&mut buf, 0)?;
+    Ok(buf)
+}
+
+/// Writes `data` to `path` through a temporary file, syncs it, renames it over `path` and syncs
+/// the directory: after a crash, `path` holds either its old contents or `data`.
+pub(crate) fn write_atomic(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    tmp_name: &str,
+    name: &str,
+    data: &[u8],
+) -> io::Result<()> {
+    let tmp = dir.join(tmp_name);
+    let mut file = fs.create(&tmp)?;
+    file.append(data)?;
+    file.sync()?;
+    drop(file);
+    fs.rename(&tmp, &dir.join(name))?;
+    fs.sync_dir(dir)
+}

@@ -1,0 +1,167 @@
+//! [`OsFs`]: the real file system through `std::fs`.
+
+use super::{FileLock, FileSystem, RandomAccessFile, WritableFile};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::Arc;
+
+/// The operating system's file system. Appends are `write(2)` calls with no user-space
+/// buffering, syncs are `fdatasync`, directory syncs `fsync` the directory, locks are `flock`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct OsFs;
+
+#[derive(Debug)]
+struct OsWritable {
+    file: File,
+    len: u64,
+}
+
+impl WritableFile for OsWritable {
+    fn append(&mut self, data: &[u8]) -> io::Result<()> {
+        self.file.write_all(data)?;
+        self.len += data.len() as u64;
+        Ok(())
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+#[derive(Debug)]
+struct OsReadable {
+    file: File,
+    len: u64,
+}
+
+impl RandomAccessFile for OsReadable {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.file.read_exact_at(buf, offset)
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+#[derive(Debug)]
+struct OsLock {
+    // Held for its lock; `flock` is released when the descriptor closes.
+    _file: File,
+}
+
+impl FileLock for OsLock {}
+
+impl FileSystem for OsFs {
+    fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)?;
+        Ok(Box::new(OsWritable { file, len: 0 }))
+    }
+
+    fn open(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>> {
+        let file = File::open(path)?;
+        let len = file.metadata()?.len();
+        Ok(Arc::new(OsReadable { file, len }))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::rename(from, to)
+    }
+
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        fs::remove_file(path)
+    }
+
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in fs::read_dir(dir)? {
+            let entry = entry?;
+            if let Ok(name) = entry.file_name().into_string() {
+                names.push(name);
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        fs::create_dir_all(dir)
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        File::open(dir)?.sync_all()
+    }
+
+    fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
+        match file.try_lock() {
+            Ok(()) => Ok(Box::new(OsLock { _file: file })),
+            Err(fs::TryLockError::WouldBlock) => Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "lock held elsewhere",
+            )),
+            Err(fs::TryLockError::Error(e)) => Err(e),
+        }
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn append_read_rename_list_remove() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = OsFs;
+        let a = dir.path().join("a");
+        let mut w = fs.create(&a).unwrap();
+        w.append(b"hello ").unwrap();
+        w.append(b"world").unwrap();
+        w.sync().unwrap();
+        assert_eq!(w.len(), 11);
+        let r = fs.open(&a).unwrap();
+        let mut buf = [0u8; 5];
+        r.read_exact_at(&mut buf, 6).unwrap();
+        assert_eq!(&buf, b"world");
+        let mut big = [0u8; 20];
+        assert_eq!(
+            r.read_exact_at(&mut big, 0).unwrap_err().kind(),
+            io::ErrorKind::UnexpectedEof
+        );
+        fs.rename(&a, &dir.path().join("b")).unwrap();
+        fs.sync_dir(dir.path()).unwrap();
+        assert_eq!(fs.list(dir.path()).unwrap(), vec!["b".to_string()]);
+        fs.remove(&dir.path().join("b")).unwrap();
+        assert!(fs.list(dir.path()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn second_lock_on_same_file_would_block() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("LOCK");
+        let first = OsFs.lock(&p).unwrap();
+        let err = OsFs.lock(&p).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+        drop(first);
+        OsFs.lock(&p).unwrap();
+    }
+}

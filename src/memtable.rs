@@ -1,0 +1,183 @@
+//! The memtable: recent writes in a lock-free skiplist ordered by internal key.
+//!
+//! Readers never block writers: a get or an iterator sees only entries at or below its
+//! sequence number, and the writer publishes a group's sequence number only after every entry
+//! of the group is inserted, which makes groups (batches) appear atomically.
+
+use crate::key::{self, InternalKey, KeyRef, KeyView, SeqNo, ValueKind};
+use bytes::Bytes;
+use crossbeam_skiplist::SkipMap;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Approximate bytes of skiplist bookkeeping per entry.
+const ENTRY_OVERHEAD: usize = 64;
+
+/// What the memtable knows about a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Lookup {
+    /// The newest visible version is a value.
+    Value(Bytes),
+    /// The newest visible version is a tombstone.
+    Deleted,
+    /// No visible version here: look further down.
+    Absent,
+}
+
+/// One memtable, tied to the WAL file that holds the same writes.
+#[derive(Debug)]
+pub(crate) struct Memtable {
+    map: SkipMap<InternalKey, Bytes>,
+    approx_bytes: AtomicUsize,
+    wal_number: u64,
+}
+
+/// An entry copied out of the memtable.
+pub(crate) type Entry = (InternalKey, Bytes);
+
+impl Memtable {
+    pub(crate) fn new(wal_number: u64) -> Self {
+        Memtable {
+            map: SkipMap::new(),
+            approx_bytes: AtomicUsize::new(0),
+            wal_number,
+        }
+    }
+
+    /// Number of the WAL whose records this memtable holds.
+    pub(crate) fn wal_number(&self) -> u64 {
+        self.wal_number
+    }
+
+    pub(crate) fn insert(&self, user_key: Bytes, seq: SeqNo, kind: ValueKind, value: Bytes) {
+        let size = user_key.len() + value.len() + key::TRAILER_LEN + ENTRY_OVERHEAD;
+        self.map
+            .insert(InternalKey::new(user_key, seq, kind), value);
+        self.approx_bytes.fetch_add(size, Ordering::Relaxed);
+    }
+
+    /// Approximate memory held, in bytes.
+    pub(crate) fn approx_bytes(&self) -> usize {
+        self.approx_bytes.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// The newest version of `user_key` with sequence at most `seq`.
+    pub(crate) fn get(&self, user_key: &[u8], seq: SeqNo) -> Lookup {
+        let probe = KeyRef {
+            user_key,
+            trailer: key::lookup_trailer(seq),
+        };
+        let probe: &dyn KeyView = &probe;
+        match self.map.lower_bound(Bound::Included(probe)) {
+            Some(e) if e.key().user_key.as_ref() == user_key => match e.key().kind() {
+                Some(ValueKind::Put) => Lookup::Value(e.value().clone()),
+                _ => Lookup::Deleted,
+            },
+            _ => Lookup::Absent,
+        }
+    }
+
+    /// The first entry after (`user_key`, `trailer`) in internal order, or at it if
+    /// `inclusive`.
+    pub(crate) fn seek_forward(&self, user_key: &[u8], trailer: u64, inclusive: bool) -> Option<Entry> {
+        let probe = KeyRef { user_key, trailer };
+        let probe: &dyn KeyView = &probe;
+        let bound = if inclusive {
+            Bound::Included(probe)
+        } else {
+            Bound::Excluded(probe)
+        };
+        self.map
+            .lower_bound(bound)
+            .map(|e| (e.key().clone(), e.value().clone()))
+    }
+
+    /// The last entry before (`user_key`, `trailer`) in internal order, or at it if
+    /// `inclusive`.
+    pub(crate) fn seek_backward(&self, user_key: &[u8], trailer: u64, inclusive: bool) -> Option<Entry> {
+        let probe = KeyRef { user_key, trailer };
+        let probe: &dyn KeyView = &probe;
+        let bound = if inclusive {
+            Bound::Included(probe)
+        } else {
+            Bound::Excluded(probe)
+        };
+        self.map
+            .upper_bound(bound)
+            .map(|e| (e.key().clone(), e.value().clone()))
+    }
+
+    /// The first entry of the memtable.
+    pub(crate) fn first(&self) -> Option<Entry> {
+        self.map
+            .front()
+            .map(|e| (e.key().clone(), e.value().clone()))
+    }
+
+    /// The last entry of the memtable.
+    pub(crate) fn last(&self) -> Option<Entry> {
+        self.map
+            .back()
+            .map(|e| (e.key().clone(), e.value().clone()))
+    }
+
+    /// Every entry in internal-key order (for flushing a sealed memtable).
+    pub(crate) fn iter(&self) -> impl Iterator<Item = Entry> + '_ {
+        self.map.iter().map(|e| (e.key().clone(), e.value().clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(s: &str) -> Bytes {
+        Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    #[test]
+    fn get_sees_newest_version_at_or_below_seq() {
+        let m = Memtable::new(1);
+        m.insert(b("k"), 1, ValueKind::Put, b("v1"));
+        m.insert(b("k"), 3, ValueKind::Put, b("v3"));
+        m.insert(b("k"), 5, ValueKind::Delete, Bytes::new());
+        m.insert(b("ka"), 2, ValueKind::Put, b("x"));
+        assert_eq!(m.get(b"k", 0), Lookup::Absent);
+        assert_eq!(m.get(b"k", 1), Lookup::Value(b("v1")));
+        assert_eq!(m.get(b"k", 4), Lookup::Value(b("v3")));
+        assert_eq!(m.get(b"k", 5), Lookup::Deleted);
+        assert_eq!(m.get(b"j", 9), Lookup::Absent);
+        assert_eq!(m.get(b"ka", 9), Lookup::Value(b("x")));
+        assert_eq!(m.get(b"", 9), Lookup::Absent);
+        assert!(m.approx_bytes() > 0);
+        assert_eq!(m.len(), 4);
+    }
+
+    #[test]
+    fn seeks_walk_internal_order_both_ways() {
+        let m = Memtable::new(1);
+        for (i, k) in ["a", "b", "c"].iter().enumerate() {
+            m.insert(b(k), i as u64 + 1, ValueKind::Put, b(k));
+        }
+        let (k, _) = m.seek_forward(b"b", key::lookup_trailer(key::MAX_SEQ), true).unwrap();
+        assert_eq!(k.user_key, b("b"));
+        let (k, _) = m.seek_forward(&k.user_key, k.trailer, false).unwrap();
+        assert_eq!(k.user_key, b("c"));
+        let (k, _) = m.seek_backward(b"c", 0, true).unwrap();
+        assert_eq!(k.user_key, b("c"));
+        let (k, _) = m.seek_backward(&k.user_key, k.trailer, false).unwrap();
+        assert_eq!(k.user_key, b("b"));
+        assert_eq!(m.first().unwrap().0.user_key, b("a"));
+        assert_eq!(m.last().unwrap().0.user_key, b("c"));
+        let all: Vec<_> = m.iter().map(|(k, _)| k.user_key).collect();
+        assert_eq!(all, vec![b("a"), b("b"), b("c")]);
+    }
+}

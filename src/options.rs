@@ -1,0 +1,321 @@
+//! [`Options`]: how a database is opened, with a builder method per setting.
+
+use crate::error::{Error, Result};
+use crate::fs::{FileSystem, OsFs};
+use std::fmt;
+use std::sync::Arc;
+
+/// How many bits per key each table's Bloom filter gets.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FilterPolicy {
+    /// No filters: every table whose key range holds the key costs a block read.
+    None,
+    /// The same bits per key for every table.
+    Uniform {
+        /// Bits per key (fractions are honoured).
+        bits_per_key: f64,
+    },
+    /// Bits per key by level: entry `i` is for level `i`, the last entry repeats for deeper
+    /// levels. An entry of 0 means no filter for that level.
+    PerLevel(Vec<f64>),
+    /// Monkey (Dayan et al., SIGMOD 2017): the same total filter memory as
+    /// `Uniform { bits_per_key }`, spread so that each level's false-positive rate is in
+    /// proportion to its share of the keys. Small levels get more bits, the largest level a
+    /// little fewer, and the expected wasted block reads per absent-key get fall by a factor
+    /// that grows with the number of levels (see `docs/filters.md`).
+    Monkey {
+        /// Average bits per key over the whole tree.
+        bits_per_key: f64,
+    },
+}
+
+impl FilterPolicy {
+    /// The average bits per key the policy aims for (for explicit vectors, the last entry).
+    pub fn nominal_bits_per_key(&self) -> f64 {
+        match self {
+            FilterPolicy::None => 0.0,
+            FilterPolicy::Uniform { bits_per_key } | FilterPolicy::Monkey { bits_per_key } => *bits_per_key,
+            FilterPolicy::PerLevel(v) => v.last().copied().unwrap_or(0.0),
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        let check = |b: f64| {
+            if b.is_finite() && (0.0..=100.0).contains(&b) {
+                Ok(())
+            } else {
+                Err(Error::InvalidArgument(format!(
+                    "bits per key must be between 0 and 100, got {b}"
+                )))
+            }
+        };
+        match self {
+            FilterPolicy::None => Ok(()),
+            FilterPolicy::Uniform { bits_per_key } | FilterPolicy::Monkey { bits_per_key } => check(*bits_per_key),
+            FilterPolicy::PerLevel(v) => {
+                if v.is_empty() {
+                    return Err(Error::InvalidArgument("per-level filter policy needs at least one entry".into()));
+                }
+                v.iter().try_for_each(|&b| check(b))
+            }
+        }
+    }
+}
+
+/// Settings for [`Db::open_with`](crate::Db::open_with). Start from `Options::default()` and
+/// change what you need; [`Db::open_with`](crate::Db::open_with) checks them and returns
+/// [`Error::InvalidArgument`] for values out of range.
+#[derive(Clone)]
+pub struct Options {
+    pub(crate) filter_policy: FilterPolicy,
+    pub(crate) filter_memory_limit: Option<u64>,
+    pub(crate) memtable_size: usize,
+    pub(crate) max_immutable_memtables: usize,
+    pub(crate) block_size: usize,
+    pub(crate) sync_writes: bool,
+    pub(crate) l0_compaction_trigger: usize,
+    pub(crate) l0_slowdown_trigger: usize,
+    pub(crate) l0_stop_trigger: usize,
+    pub(crate) level_base_size: u64,
+    pub(crate) level_size_ratio: u64,
+    pub(crate) target_table_size: u64,
+    pub(crate) auto_compaction: bool,
+    pub(crate) create_if_missing: bool,
+    pub(crate) file_system: Arc<dyn FileSystem>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            filter_policy: FilterPolicy::Monkey { bits_per_key: 10.0 },
+            filter_memory_limit: None,
+            memtable_size: 4 << 20,
+            max_immutable_memtables: 4,
+            block_size: 4096,
+            sync_writes: false,
+            l0_compaction_trigger: 4,
+            l0_slowdown_trigger: 8,
+            l0_stop_trigger: 12,
+            level_base_size: 64 << 20,
+            level_size_ratio: 10,
+            target_table_size: 8 << 20,
+            auto_compaction: true,
+            create_if_missing: true,
+            file_system: Arc::new(OsFs),
+        }
+    }
+}
+
+impl fmt::Debug for Options {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Options")
+            .field("filter_policy", &self.filter_policy)
+            .field("filter_memory_limit", &self.filter_memory_limit)
+            .field("memtable_size", &self.memtable_size)
+            .field("max_immutable_memtables", &self.max_immutable_memtables)
+            .field("block_size", &self.block_size)
+            .field("sync_writes", &self.sync_writes)
+            .field("l0_compaction_trigger", &self.l0_compaction_trigger)
+            .field("l0_slowdown_trigger", &self.l0_slowdown_trigger)
+            .field("l0_stop_trigger", &self.l0_stop_trigger)
+            .field("level_base_size", &self.level_base_size)
+            .field("level_size_ratio", &self.level_size_ratio)
+            .field("target_table_size", &self.target_table_size)
+            .field("auto_compaction", &self.auto_compaction)
+            .field("create_if_missing", &self.create_if_missing)
+            .field("file_system", &self.file_system)
+            .finish()
+    }
+}
+
+impl Options {
+    /// Every table gets a Bloom filter of `bits` bits per key (fractions honoured);
+    /// `0.0` means no filters. Shorthand for
+    /// `filter_policy(FilterPolicy::Uniform { bits_per_key: bits })`.
+    ///
+    /// Default: none of this: the default policy is `FilterPolicy::Monkey { bits_per_key:
+    /// 10.0 }`, the same memory as 10 bits per key everywhere, spread by level.
+    /// Open fails with `InvalidArgument` unless `0 <= bits <= 100`.
+    pub fn bloom_bits_per_key(mut self, bits: f64) -> Self {
+        self.filter_policy = if bits == 0.0 {
+            FilterPolicy::None
+        } else {
+            FilterPolicy::Uniform { bits_per_key: bits }
+        };
+        self
+    }
+
+    /// How filter bits are spread over levels. Default `FilterPolicy::Monkey { bits_per_key:
+    /// 10.0 }`.
+    pub fn filter_policy(mut self, policy: FilterPolicy) -> Self {
+        self.filter_policy = policy;
+        self
+    }
+
+    /// Keeps the filters of the whole tree under `bytes` of memory: tables written while the
+    /// projected total is over the limit get smaller filters, largest levels first, never
+    /// fewer than 1 bit per key; the log says when this happens. Default: no limit.
+    pub fn filter_memory_limit(mut self, bytes: u64) -> Self {
+        self.filter_memory_limit = Some(bytes);
+        self
+    }
+
+    /// Bytes of writes a memtable collects before it is sealed and flushed to an L0 table.
+    /// Default 4 MiB; at least 1 KiB.
+    pub fn memtable_size(mut self, bytes: usize) -> Self {
+        self.memtable_size = bytes;
+        self
+    }
+
+    /// Sealed memtables that may wait for flushing before writers stop and wait. Default 4;
+    /// at least 1.
+    pub fn max_immutable_memtables(mut self, n: usize) -> Self {
+        self.max_immutable_memtables = n;
+        self
+    }
+
+    /// Target size of a data block. Default 4096 bytes; between 256 bytes and 16 MiB.
+    pub fn block_size(mut self, bytes: usize) -> Self {
+        self.block_size = bytes;
+        self
+    }
+
+    /// If true, every write fsyncs the WAL before it returns (concurrent writers share one
+    /// fsync), so it survives power loss. If false, a write survives a process crash but the
+    /// last unsynced writes may be lost on power loss ([`Db::sync`](crate::Db::sync) syncs).
+    /// Default false.
+    pub fn sync_writes(mut self, sync: bool) -> Self {
+        self.sync_writes = sync;
+        self
+    }
+
+    /// L0 tables that trigger a compaction into L1. Default 4; at least 1.
+    pub fn l0_compaction_trigger(mut self, n: usize) -> Self {
+        self.l0_compaction_trigger = n;
+        self
+    }
+
+    /// L0 tables at which each write is delayed by 1 ms to let compaction catch up.
+    /// Default 8; at least `l0_compaction_trigger`.
+    pub fn l0_slowdown_trigger(mut self, n: usize) -> Self {
+        self.l0_slowdown_trigger = n;
+        self
+    }
+
+    /// L0 tables at which writes wait (they do not fail) until compaction reduces L0.
+    /// Default 12; at least `l0_slowdown_trigger`.
+    pub fn l0_stop_trigger(mut self, n: usize) -> Self {
+        self.l0_stop_trigger = n;
+        self
+    }
+
+    /// Target size of L1; level `n` targets `level_base_size * level_size_ratio^(n-1)`.
+    /// Default 64 MiB; at least 1 KiB.
+    pub fn level_base_size(mut self, bytes: u64) -> Self {
+        self.level_base_size = bytes;
+        self
+    }
+
+    /// Size ratio between adjacent levels. Default 10; at least 2.
+    pub fn level_size_ratio(mut self, ratio: u64) -> Self {
+        self.level_size_ratio = ratio;
+        self
+    }
+
+    /// Size at which compaction output is split into a new table. Default 8 MiB; at least
+    /// 1 KiB.
+    pub fn target_table_size(mut self, bytes: u64) -> Self {
+        self.target_table_size = bytes;
+        self
+    }
+
+    /// If false, no background compaction runs (flushes still do); L0 then grows without
+    /// bound and the write stall triggers are ignored. For benchmarks of tree shapes and for
+    /// tests. [`Db::compact`](crate::Db::compact) still works. Default true.
+    pub fn auto_compaction(mut self, on: bool) -> Self {
+        self.auto_compaction = on;
+        self
+    }
+
+    /// If false, opening a directory without a database fails with `InvalidArgument`.
+    /// Default true.
+    pub fn create_if_missing(mut self, create: bool) -> Self {
+        self.create_if_missing = create;
+        self
+    }
+
+    /// The file system to use. Default [`OsFs`]; tests use [`MemFs`](crate::fs::MemFs).
+    pub fn file_system(mut self, fs: Arc<dyn FileSystem>) -> Self {
+        self.file_system = fs;
+        self
+    }
+
+    /// Target bytes of level `level` (>= 1).
+    pub(crate) fn level_target(&self, level: usize) -> u64 {
+        let mut t = self.level_base_size;
+        for _ in 1..level {
+            t = t.saturating_mul(self.level_size_ratio);
+        }
+        t
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::InvalidArgument(m));
+        self.filter_policy.validate()?;
+        if self.memtable_size < 1024 {
+            return bad(format!("memtable_size must be at least 1024, got {}", self.memtable_size));
+        }
+        if !(256..=16 << 20).contains(&self.block_size) {
+            return bad(format!("block_size must be between 256 and 16 MiB, got {}", self.block_size));
+        }
+        if self.max_immutable_memtables == 0 {
+            return bad("max_immutable_memtables must be at least 1".into());
+        }
+        if self.l0_compaction_trigger == 0
+            || self.l0_slowdown_trigger < self.l0_compaction_trigger
+            || self.l0_stop_trigger < self.l0_slowdown_trigger
+        {
+            return bad(format!(
+                "need 1 <= l0_compaction_trigger ({}) <= l0_slowdown_trigger ({}) <= l0_stop_trigger ({})",
+                self.l0_compaction_trigger, self.l0_slowdown_trigger, self.l0_stop_trigger
+            ));
+        }
+        if self.level_base_size < 1024 || self.target_table_size < 1024 {
+            return bad("level_base_size and target_table_size must be at least 1024".into());
+        }
+        if self.level_size_ratio < 2 {
+            return bad(format!("level_size_ratio must be at least 2, got {}", self.level_size_ratio));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_documented_values() {
+        let o = Options::default();
+        o.validate().unwrap();
+        assert_eq!(o.memtable_size, 4 << 20);
+        assert_eq!(o.block_size, 4096);
+        assert!(!o.sync_writes);
+        assert_eq!(o.filter_policy.nominal_bits_per_key(), 10.0);
+        assert_eq!((o.l0_compaction_trigger, o.l0_slowdown_trigger, o.l0_stop_trigger), (4, 8, 12));
+        assert_eq!(o.level_target(1), 64 << 20);
+        assert_eq!(o.level_target(3), 6400 << 20);
+    }
+
+    #[test]
+    fn bad_values_are_rejected() {
+        assert!(Options::default().bloom_bits_per_key(-1.0).validate().is_err());
+        assert!(Options::default().bloom_bits_per_key(f64::NAN).validate().is_err());
+        assert!(Options::default().memtable_size(10).validate().is_err());
+        assert!(Options::default().block_size(0).validate().is_err());
+        assert!(Options::default().l0_stop_trigger(2).validate().is_err());
+        assert!(Options::default().level_size_ratio(1).validate().is_err());
+        assert!(Options::default().filter_policy(FilterPolicy::PerLevel(vec![])).validate().is_err());
+        assert_eq!(Options::default().bloom_bits_per_key(0.0).filter_policy, FilterPolicy::None);
+    }
+}

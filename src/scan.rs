@@ -1,0 +1,326 @@
+//! [`Iter`]: the public scan behind `range`, `prefix` and `iter`.
+//!
+//! A scan holds the [`ReadState`] it started with (memtables and version, so its tables'
+//! files stay alive) and a sequence number; it merges every source from both ends and keeps,
+//! per user key, the newest version at or below its sequence number, skipping tombstones.
+
+use crate::db::{Core, ReadState};
+use crate::error::{Error, Result};
+use crate::iter::{BoxedIter, Entry, KeyRange, MergeIter};
+use crate::key::{self, InternalKey, SeqNo, ValueKind};
+use crate::memtable::Memtable;
+use crate::version::{level_entries, table_entries, NUM_LEVELS};
+use bytes::Bytes;
+use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
+
+/// Converts user range bounds into owned key bounds.
+pub(crate) fn bounds<K: AsRef<[u8]>, R: RangeBounds<K>>(range: &R) -> KeyRange {
+    let conv = |b: Bound<&K>| match b {
+        Bound::Included(k) => Bound::Included(Bytes::copy_from_slice(k.as_ref())),
+        Bound::Excluded(k) => Bound::Excluded(Bytes::copy_from_slice(k.as_ref())),
+        Bound::Unbounded => Bound::Unbounded,
+    };
+    KeyRange {
+        lo: conv(range.start_bound()),
+        hi: conv(range.end_bound()),
+    }
+}
+
+/// The key range of all keys starting with `prefix`.
+pub(crate) fn prefix_bounds(prefix: &[u8]) -> KeyRange {
+    let mut end = prefix.to_vec();
+    while let Some(&last) = end.last() {
+        if last == 0xff {
+            end.pop();
+        } else {
+            let n = end.len();
+            end[n - 1] += 1;
+            break;
+        }
+    }
+    KeyRange {
+        lo: Bound::Included(Bytes::copy_from_slice(prefix)),
+        hi: if end.is_empty() {
+            Bound::Unbounded
+        } else {
+            Bound::Excluded(Bytes::from(end))
+        },
+    }
+}
+
+/// One memtable's entries in a range, walked by re-seeking from the last key each end
+/// returned, so that no borrow of the skiplist is held.
+struct MemIter {
+    mem: Arc<Memtable>,
+    range: KeyRange,
+    front: Option<InternalKey>,
+    back: Option<InternalKey>,
+    done: bool,
+}
+
+impl MemIter {
+    fn to_entry((k, v): (InternalKey, Bytes)) -> Entry {
+        Entry {
+            user_key: k.user_key,
+            trailer: k.trailer,
+            value: v,
+        }
+    }
+}
+
+impl Iterator for MemIter {
+    type Item = Result<Entry>;
+    fn next(&mut self) -> Option<Result<Entry>> {
+        if self.done {
+            return None;
+        }
+        let cand = match &self.front {
+            Some(k) => self.mem.seek_forward(&k.user_key, k.trailer, false),
+            None => match &self.range.lo {
+                Bound::Included(b) => self.mem.seek_forward(b, u64::MAX, true),
+                Bound::Excluded(b) => self.mem.seek_forward(b, 0, false),
+                Bound::Unbounded => self.mem.first(),
+            },
+        };
+        let Some(cand) = cand else {
+            self.done = true;
+            return None;
+        };
+        let past_back = self.back.as_ref().is_some_and(|b| cand.0 >= *b);
+        if past_back || !self.range.below_hi(&cand.0.user_key) {
+            self.done = true;
+            return None;
+        }
+        self.front = Some(cand.0.clone());
+        Some(Ok(Self::to_entry(cand)))
+    }
+}
+
+impl DoubleEndedIterator for MemIter {
+    fn next_back(&mut self) -> Option<Result<Entry>> {
+        if self.done {
+            return None;
+        }
+        let cand = match &self.back {
+            Some(k) => self.mem.seek_backward(&k.user_key, k.trailer, false),
+            None => match &self.range.hi {
+                Bound::Included(b) => self.mem.seek_backward(b, 0, true),
+                Bound::Excluded(b) => self.mem.seek_backward(b, u64::MAX, false),
+                Bound::Unbounded => self.mem.last(),
+            },
+        };
+        let Some(cand) = cand else {
+            self.done = true;
+            return None;
+        };
+        let past_front = self.front.as_ref().is_some_and(|f| cand.0 <= *f);
+        if past_front || !self.range.above_lo(&cand.0.user_key) {
+            self.done = true;
+            return None;
+        }
+        self.back = Some(cand.0.clone());
+        Some(Ok(Self::to_entry(cand)))
+    }
+}
+
+/// An iterator over the key/value pairs of a range, as of one point in time, in ascending key
+/// order (descending from the back: it is a [`DoubleEndedIterator`]).
+///
+/// Each item is a `Result`: a damaged block or an I/O error ends the scan with an `Err`
+/// (never a silently skipped key). After [`Db::close`](crate::Db::close), the next item is
+/// [`Error::Closed`].
+pub struct Iter {
+    core: Arc<Core>,
+    _state: Arc<ReadState>,
+    seq: SeqNo,
+    merge: MergeIter,
+    last_front: Option<Bytes>,
+    last_back: Option<Bytes>,
+    done: bool,
+}
+
+impl std::fmt::Debug for Iter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Iter").field("seq", &self.seq).field("done", &self.done).finish()
+    }
+}
+
+fn failed(e: Error) -> BoxedIter {
+    Box::new(std::iter::once(Err(e)))
+}
+
+/// Builds a scan of `range` at `seq` over `state`.
+pub(crate) fn new_iter(core: Arc<Core>, state: Arc<ReadState>, seq: SeqNo, range: KeyRange, _hint: Option<()>) -> Iter {
+    let mut sources: Vec<BoxedIter> = Vec::new();
+    if !range.is_empty() {
+        for mem in std::iter::once(&state.mem).chain(state.imms.iter()) {
+            sources.push(Box::new(MemIter {
+                mem: mem.clone(),
+                range: range.clone(),
+                front: None,
+                back: None,
+                done: false,
+            }));
+        }
+        for t in &state.version.levels[0] {
+            if !range.overlaps(t.meta.smallest_user(), t.meta.largest_user()) {
+                continue;
+            }
+            match table_entries(t, range.clone()) {
+                Ok(it) => sources.push(Box::new(it)),
+                Err(e) => sources.push(failed(e)),
+            }
+        }
+        for level in 1..NUM_LEVELS {
+            let tables = &state.version.levels[level];
+            if !tables.is_empty() {
+                sources.push(Box::new(level_entries(tables, range.clone())));
+            }
+        }
+    }
+    Iter {
+        core,
+        _state: state,
+        seq,
+        merge: MergeIter::new(sources),
+        last_front: None,
+        last_back: None,
+        done: false,
+    }
+}
+
+impl Iter {
+    fn fail(&mut self, e: Error) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
+        self.done = true;
+        Some(Err(e))
+    }
+
+    fn closed(&mut self) -> bool {
+        self.core.is_closed()
+    }
+}
+
+impl Iterator for Iter {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        if self.closed() {
+            return self.fail(Error::Closed);
+        }
+        loop {
+            let e = match self.merge.pop_front() {
+                Ok(Some(e)) => e,
+                Ok(None) => {
+                    self.done = true;
+                    return None;
+                }
+                Err(e) => return self.fail(e),
+            };
+            if self.last_back.as_ref().is_some_and(|b| e.user_key >= *b) {
+                self.done = true;
+                return None;
+            }
+            if e.seq() > self.seq || self.last_front.as_ref() == Some(&e.user_key) {
+                continue;
+            }
+            self.last_front = Some(e.user_key.clone());
+            match e.kind() {
+                Some(ValueKind::Put) => return Some(Ok((e.user_key.to_vec(), e.value.to_vec()))),
+                Some(ValueKind::Delete) => continue,
+                None => return self.fail(Error::InvalidArgument(format!("entry with unknown kind {}", e.trailer as u8))),
+            }
+        }
+    }
+}
+
+impl DoubleEndedIterator for Iter {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        if self.closed() {
+            return self.fail(Error::Closed);
+        }
+        loop {
+            let first = match self.merge.pop_back() {
+                Ok(Some(e)) => e,
+                Ok(None) => {
+                    self.done = true;
+                    return None;
+                }
+                Err(e) => return self.fail(e),
+            };
+            if self.last_front.as_ref().is_some_and(|f| first.user_key <= *f) {
+                self.done = true;
+                return None;
+            }
+            let user_key = first.user_key.clone();
+            let mut newest: Option<Entry> = (first.seq() <= self.seq).then_some(first);
+            loop {
+                match self.merge.peek_back() {
+                    Ok(Some(e)) if e.user_key == user_key => {}
+                    Ok(_) => break,
+                    Err(e) => return self.fail(e),
+                }
+                match self.merge.pop_back() {
+                    Ok(Some(e)) => {
+                        if e.seq() <= self.seq {
+                            newest = Some(e);
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => return self.fail(e),
+                }
+            }
+            self.last_back = Some(user_key);
+            if let Some(e) = newest {
+                match key::trailer_kind(e.trailer) {
+                    Some(ValueKind::Put) => return Some(Ok((e.user_key.to_vec(), e.value.to_vec()))),
+                    Some(ValueKind::Delete) => continue,
+                    None => return self.fail(Error::InvalidArgument(format!("entry with unknown kind {}", e.trailer as u8))),
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_bounds_cover_exactly_the_prefix() {
+        let r = prefix_bounds(b"ab");
+        assert!(r.contains(b"ab") && r.contains(b"ab\xff\xff") && !r.contains(b"ac") && !r.contains(b"aa"));
+        let r = prefix_bounds(b"a\xff");
+        assert!(r.contains(b"a\xff\x00") && !r.contains(b"b") && r.contains(b"a\xff"));
+        assert!(matches!(r.hi, Bound::Excluded(ref b) if &b[..] == b"b"));
+        let r = prefix_bounds(b"\xff\xff");
+        assert!(matches!(r.hi, Bound::Unbounded));
+        let r = prefix_bounds(b"");
+        assert!(matches!(r.hi, Bound::Unbounded) && r.contains(b""));
+    }
+
+    #[test]
+    fn mem_iter_meets_in_the_middle() {
+        let m = Arc::new(Memtable::new(1));
+        for (i, k) in ["a", "b", "c", "d"].iter().enumerate() {
+            m.insert(Bytes::copy_from_slice(k.as_bytes()), i as u64 + 1, ValueKind::Put, Bytes::new());
+        }
+        let mut it = MemIter {
+            mem: m,
+            range: bounds(&(&b"b"[..]..)),
+            front: None,
+            back: None,
+            done: false,
+        };
+        assert_eq!(it.next().unwrap().unwrap().user_key, "b");
+        assert_eq!(it.next_back().unwrap().unwrap().user_key, "d");
+        assert_eq!(it.next_back().unwrap().unwrap().user_key, "c");
+        assert!(it.next().is_none());
+    }
+}

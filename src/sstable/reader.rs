@@ -1,0 +1,282 @@
+//! [`TableReader`]: an open SSTable with its footer, index and filter in memory.
+//!
+//! Opening a table reads and verifies the footer, the index block, the filter block and the
+//! properties block; any checksum or decoding failure is [`Error::Corruption`] naming the file
+//! and offset. After that, a point lookup costs at most one data-block read, and none if the
+//! filter says "definitely not".
+
+use super::block::{Block, BlockEntry};
+use super::format::{block_crc, BlockHandle, BlockKind, Footer, FooterError, BLOCK_TRAILER_LEN, FOOTER_LEN};
+use super::properties::TableProperties;
+use crate::encoding::Reader;
+use crate::error::{io_context, Error, Result};
+use crate::filter::{self, Filter};
+use crate::fs::{FileSystem, RandomAccessFile};
+use crate::key::{self, SeqNo, ValueKind};
+use bytes::Bytes;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// I/O done by one operation on tables: blocks and bytes read from files.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ReadCost {
+    pub(crate) blocks: u64,
+    pub(crate) bytes: u64,
+}
+
+/// One index entry: the last internal key of a data block and where the block is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexEntry {
+    /// Last internal key (user key ++ trailer) in the block.
+    pub last_key: Bytes,
+    /// The block.
+    pub handle: BlockHandle,
+}
+
+/// What a table says about a key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum TableLookup {
+    /// The newest version at or below the read's sequence is a value.
+    Value(Bytes),
+    /// ... is a tombstone.
+    Deleted,
+    /// The table holds no visible version of the key.
+    Absent,
+}
+
+/// An open table.
+#[derive(Debug)]
+pub struct TableReader {
+    file: Arc<dyn RandomAccessFile>,
+    path: PathBuf,
+    file_size: u64,
+    footer: Footer,
+    index: Vec<IndexEntry>,
+    filter: Option<Filter>,
+    properties: TableProperties,
+}
+
+impl TableReader {
+    /// Opens and verifies the table at `path`.
+    pub fn open(fs: &dyn FileSystem, path: &Path) -> Result<TableReader> {
+        let file = fs.open(path).map_err(|e| io_context("open", path, e))?;
+        let file_size = file.len();
+        let corrupt = |offset: u64, detail: String| Error::corruption(path, offset, detail);
+        if file_size < FOOTER_LEN as u64 {
+            return Err(corrupt(
+                0,
+                format!(
+                    "file of {file_size} bytes is too short to be an SSTable (the footer alone is {FOOTER_LEN})"
+                ),
+            ));
+        }
+        let footer_at = file_size - FOOTER_LEN as u64;
+        let mut fbuf = [0u8; FOOTER_LEN];
+        file.read_exact_at(&mut fbuf, footer_at)
+            .map_err(|e| io_context("read", path, e))?;
+        let footer = Footer::decode(&fbuf).map_err(|e| match e {
+            FooterError::BadMagic => corrupt(footer_at + 56, "not an SSTable (bad magic number)".into()),
+            FooterError::BadChecksum => corrupt(footer_at + 52, "footer checksum mismatch".into()),
+            FooterError::UnsupportedVersion(v) => corrupt(
+                footer_at + 48,
+                format!(
+                    "unsupported table format version {v} (this build reads {})",
+                    super::format::FORMAT_VERSION
+                ),
+            ),
+        })?;
+        let mut reader = TableReader {
+            file,
+            path: path.to_path_buf(),
+            file_size,
+            footer,
+            index: Vec::new(),
+            filter: None,
+            properties: TableProperties::default(),
+        };
+        let mut cost = ReadCost::default();
+        let props_raw = reader.read_block(footer.properties, BlockKind::Properties, &mut cost)?;
+        reader.properties = TableProperties::decode(&props_raw)
+            .ok_or_else(|| corrupt(footer.properties.offset, "malformed properties block".into()))?;
+        let index_raw = reader.read_block(footer.index, BlockKind::Index, &mut cost)?;
+        reader.index = reader.decode_index(index_raw)?;
+        if let Some(h) = footer.filter {
+            let raw = reader.read_block(h, BlockKind::Filter, &mut cost)?;
+            let f = filter::decode(&raw).map_err(|e| corrupt(h.offset + e.offset, e.detail))?;
+            if let Filter::Unknown(why) = &f {
+                log::warn!("{}: filter not used ({why}); reads of this table skip filtering", path.display());
+            }
+            reader.filter = Some(f);
+        }
+        Ok(reader)
+    }
+
+    fn decode_index(&self, raw: Bytes) -> Result<Vec<IndexEntry>> {
+        let at = self.footer.index.offset;
+        let bad = |d: &str| Error::corruption(&self.path, at, format!("index block: {d}"));
+        let block = Block::parse(raw).ok_or_else(|| bad("malformed restart array"))?;
+        let entries = block.entries().ok_or_else(|| bad("malformed entry"))?;
+        let data_end = self.data_end();
+        let mut out = Vec::with_capacity(entries.len());
+        for (k, v) in entries {
+            let mut r = Reader::new(&v);
+            let handle = match (r.varint(), r.varint()) {
+                (Some(offset), Some(size)) => BlockHandle { offset, size },
+                _ => return Err(bad("malformed block handle")),
+            };
+            if handle.offset.checked_add(handle.size + BLOCK_TRAILER_LEN as u64).is_none_or(|e| e > data_end) {
+                return Err(bad("data block handle points past the data area"));
+            }
+            if key::decode(&k).is_none() {
+                return Err(bad("key shorter than its trailer"));
+            }
+            if let Some(prev) = out.last() {
+                let prev: &IndexEntry = prev;
+                if !key::cmp_encoded(&prev.last_key, &k).is_lt() {
+                    return Err(bad("keys out of order"));
+                }
+            }
+            out.push(IndexEntry { last_key: k, handle });
+        }
+        Ok(out)
+    }
+
+    /// Offset where the footer starts: no block may reach past it.
+    fn data_end(&self) -> u64 {
+        self.file_size - FOOTER_LEN as u64
+    }
+
+    /// Reads a block and checks its trailer.
+    pub(crate) fn read_block(&self, h: BlockHandle, kind: BlockKind, cost: &mut ReadCost) -> Result<Bytes> {
+        let corrupt = |offset: u64, detail: String| Error::corruption(&self.path, offset, detail);
+        let total = h.size.checked_add(BLOCK_TRAILER_LEN as u64);
+        if total.and_then(|t| h.offset.checked_add(t)).is_none_or(|end| end > self.data_end()) {
+            return Err(corrupt(
+                h.offset,
+                format!(
+                    "{} block handle (offset {}, size {}) reaches past the end of the data ({})",
+                    kind.name(),
+                    h.offset,
+                    h.size,
+                    self.data_end()
+                ),
+            ));
+        }
+        let len = (h.size + BLOCK_TRAILER_LEN as u64) as usize;
+        let mut buf = vec![0u8; len];
+        self.file
+            .read_exact_at(&mut buf, h.offset)
+            .map_err(|e| io_context("read", &self.path, e))?;
+        cost.blocks += 1;
+        cost.bytes += len as u64;
+        let n = h.size as usize;
+        let stored_kind = buf[n];
+        let stored = u32::from_le_bytes([buf[n + 1], buf[n + 2], buf[n + 3], buf[n + 4]]);
+        if block_crc(&buf[..n], stored_kind, h.offset) != stored {
+            return Err(corrupt(
+                h.offset,
+                format!("{} block checksum mismatch", kind.name()),
+            ));
+        }
+        if stored_kind != kind as u8 {
+            return Err(corrupt(
+                h.offset + h.size,
+                format!("expected a {} block, found kind {stored_kind}", kind.name()),
+            ));
+        }
+        buf.truncate(n);
+        Ok(Bytes::from(buf))
+    }
+
+    /// Reads and parses the data block at index position `i`.
+    pub(crate) fn data_block(&self, i: usize, cost: &mut ReadCost) -> Result<Block> {
+        let h = self.index[i].handle;
+        let raw = self.read_block(h, BlockKind::Data, cost)?;
+        Block::parse(raw).ok_or_else(|| {
+            Error::corruption(&self.path, h.offset, "data block: malformed restart array")
+        })
+    }
+
+    /// Decodes every entry of data block `i`.
+    pub(crate) fn data_block_entries(&self, i: usize, cost: &mut ReadCost) -> Result<Vec<BlockEntry>> {
+        let offset = self.index[i].handle.offset;
+        self.data_block(i, cost)?
+            .entries()
+            .ok_or_else(|| Error::corruption(&self.path, offset, "data block: malformed entry"))
+    }
+
+    /// Looks `user_key` up as of `seq`, reading at most one data block. Does not consult the
+    /// filter: the caller does, with the hash it computed once for the whole get.
+    pub(crate) fn get(&self, user_key: &[u8], seq: SeqNo, cost: &mut ReadCost) -> Result<TableLookup> {
+        let t = key::lookup_trailer(seq);
+        let i = self.index.partition_point(|e| {
+            let (u, tr) = key::decode(&e.last_key).unwrap_or((&[], 0));
+            key::cmp_parts(u, tr, user_key, t).is_lt()
+        });
+        if i == self.index.len() {
+            return Ok(TableLookup::Absent);
+        }
+        let offset = self.index[i].handle.offset;
+        let block = self.data_block(i, cost)?;
+        let found = block
+            .seek(user_key, t)
+            .map_err(|()| Error::corruption(&self.path, offset, "data block: malformed entry"))?;
+        Ok(match found {
+            Some((k, v)) => match key::decode(&k) {
+                Some((u, tr)) if u == user_key => match key::trailer_kind(tr) {
+                    Some(ValueKind::Put) => TableLookup::Value(v),
+                    Some(ValueKind::Delete) => TableLookup::Deleted,
+                    None => {
+                        return Err(Error::corruption(
+                            &self.path,
+                            offset,
+                            format!("data block: unknown value kind {}", tr as u8),
+                        ))
+                    }
+                },
+                _ => TableLookup::Absent,
+            },
+            None => TableLookup::Absent,
+        })
+    }
+
+    /// The table's filter; `None` if it was written without one.
+    pub fn filter(&self) -> Option<&Filter> {
+        self.filter.as_ref()
+    }
+
+    /// The table's properties.
+    pub fn properties(&self) -> &TableProperties {
+        &self.properties
+    }
+
+    /// The footer.
+    pub fn footer(&self) -> &Footer {
+        &self.footer
+    }
+
+    /// The in-memory index.
+    pub fn index(&self) -> &[IndexEntry] {
+        &self.index
+    }
+
+    /// File size in bytes.
+    pub fn file_size(&self) -> u64 {
+        self.file_size
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Smallest user key.
+    pub fn smallest_user_key(&self) -> &[u8] {
+        key::user_key(&self.properties.smallest)
+    }
+
+    /// Largest user key.
+    pub fn largest_user_key(&self) -> &[u8] {
+        key::user_key(&self.properties.largest)
+    }
+}
