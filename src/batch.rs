@@ -40,8 +40,7 @@ impl WriteBatch {
             self.invalid = Some(msg);
             return;
         }
-        if self.ops.len() + key.len() + value.len() + 24 > MAX_BATCH_SIZE
-            || self.count == u32::MAX
+        if self.ops.len() + key.len() + value.len() + 24 > MAX_BATCH_SIZE || self.count == u32::MAX
         {
             self.invalid = Some(format!(
                 "batch larger than {MAX_BATCH_SIZE} bytes or {} operations",

@@ -29,11 +29,11 @@ use crate::wal::{self, WalWriter};
 use arc_swap::ArcSwap;
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex, MutexGuard};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::ops::RangeBounds;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -94,14 +94,22 @@ struct State {
 #[derive(Clone, Debug)]
 enum PoisonReason {
     Io(String),
-    Corruption { file: PathBuf, offset: u64, detail: String },
+    Corruption {
+        file: PathBuf,
+        offset: u64,
+        detail: String,
+    },
 }
 
 impl PoisonReason {
     fn to_error(&self) -> Error {
         match self {
             PoisonReason::Io(m) => Error::Poisoned(m.clone()),
-            PoisonReason::Corruption { file, offset, detail } => Error::Corruption {
+            PoisonReason::Corruption {
+                file,
+                offset,
+                detail,
+            } => Error::Corruption {
                 file: file.clone(),
                 offset: *offset,
                 detail: format!("writes are stopped: a background job found corruption: {detail}"),
@@ -129,6 +137,10 @@ pub(crate) struct Core {
     pub(crate) counters: Counters,
     shutting_down: AtomicBool,
     lock: Mutex<Option<Box<dyn FileLock>>>,
+    /// Tables being written by running jobs (see [`JobContext::pending_outputs`]).
+    pending_outputs: Mutex<BTreeSet<u64>>,
+    /// Every table handle alive, current or held by an old reader, by number.
+    tables: Mutex<HashMap<u64, Weak<TableHandle>>>,
 }
 
 /// An embedded key-value store. Cheap to clone (an `Arc` inside); every clone is the same
@@ -155,7 +167,9 @@ impl Drop for Handle {
 
 impl std::fmt::Debug for Db {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Db").field("dir", &self.handle.core.dir).finish()
+        f.debug_struct("Db")
+            .field("dir", &self.handle.core.dir)
+            .finish()
     }
 }
 
@@ -304,14 +318,26 @@ impl Db {
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Iter {
         let core = self.core();
         let seq = core.visible_seq.load(Ordering::Acquire);
-        scan::new_iter(core.clone(), core.read_state.load_full(), seq, scan::bounds(&range), None)
+        scan::new_iter(
+            core.clone(),
+            core.read_state.load_full(),
+            seq,
+            scan::bounds(&range),
+            None,
+        )
     }
 
     /// Entries whose keys start with `prefix`, as [`range`](Db::range).
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter {
         let core = self.core();
         let seq = core.visible_seq.load(Ordering::Acquire);
-        scan::new_iter(core.clone(), core.read_state.load_full(), seq, scan::prefix_bounds(prefix.as_ref()), None)
+        scan::new_iter(
+            core.clone(),
+            core.read_state.load_full(),
+            seq,
+            scan::prefix_bounds(prefix.as_ref()),
+            None,
+        )
     }
 
     /// Every entry, as [`range`](Db::range).
@@ -360,7 +386,13 @@ impl Db {
         let mut s = core.counters.snapshot();
         let rs = core.read_state.load();
         s.levels = level_stats(&rs.version);
-        s.broken_tables = rs.version.levels.iter().flatten().filter(|t| t.is_broken()).count() as u64;
+        s.broken_tables = rs
+            .version
+            .levels
+            .iter()
+            .flatten()
+            .filter(|t| t.is_broken())
+            .count() as u64;
         s
     }
 
@@ -438,7 +470,11 @@ fn weighted_level_fpr(tables: &[Arc<TableHandle>]) -> f64 {
     let mut den = 0.0;
     for t in tables {
         let w = t.meta.entries.max(1) as f64;
-        let fpr = t.reader().ok().and_then(|r| r.filter().map(|f| f.predicted_fpr())).unwrap_or(1.0);
+        let fpr = t
+            .reader()
+            .ok()
+            .and_then(|r| r.filter().map(|f| f.predicted_fpr()))
+            .unwrap_or(1.0);
         num += w * fpr;
         den += w;
     }
@@ -490,7 +526,11 @@ impl Core {
             }
         };
         for (_, k) in &files {
-            if let FileKind::Table(n) | FileKind::Wal(n) | FileKind::Manifest(n) | FileKind::Temp(n) = k {
+            if let FileKind::Table(n)
+            | FileKind::Wal(n)
+            | FileKind::Manifest(n)
+            | FileKind::Temp(n) = k
+            {
                 versions.mark_file_number_used(*n);
             }
         }
@@ -536,31 +576,34 @@ impl Core {
         let new_wal = versions.new_file_number();
         let shutting_down = AtomicBool::new(false);
         let numbers = versions.file_numbers();
+        let pending_outputs = Mutex::new(BTreeSet::new());
         let ctx = JobContext {
             fs: &fs,
             dir: &dir,
             opts: &opts,
             file_numbers: &numbers,
             shutting_down: &shutting_down,
+            pending_outputs: &pending_outputs,
         };
         let out = compaction::flush_memtable(&ctx, &recovered, &versions.current())?;
         let mut edit = out.edit;
         edit.log_number = Some(new_wal);
         edit.last_sequence = Some(last_seq);
         versions.log_and_apply(edit, &out.opened)?;
+        pending_outputs.lock().clear();
         if out.bytes_written > 0 {
             Counters::add(&counters.flushes, 1);
             Counters::add(&counters.bytes_flushed, out.bytes_written);
             log::info!("recovered {} entries into an L0 table", recovered.len());
         }
         let wal_path = filename::wal_path(&dir, new_wal);
-        let wal_writer = WalWriter::create(fs.as_ref(), &wal_path, new_wal)?;
+        let wal_writer = WalWriter::create(fs.as_ref(), &wal_path)?;
         fs.sync_dir(&dir)
             .map_err(|e| io_context("sync directory", &dir, e))?;
 
         // Remove what the manifest does not reference.
         let version = versions.current();
-        let live: std::collections::HashSet<u64> = version.live_numbers().into_iter().collect();
+        let live: HashSet<u64> = version.live_numbers().into_iter().collect();
         let current_manifest = versions.manifest_number();
         for (name, kind) in vset::list_files(fs.as_ref(), &dir)? {
             let obsolete = match kind {
@@ -580,6 +623,9 @@ impl Core {
 
         let mem = Arc::new(Memtable::new(new_wal));
         let file_numbers = versions.file_numbers();
+        let tables = version_tables(&version)
+            .map(|t| (t.number(), Arc::downgrade(t)))
+            .collect();
         let state = State {
             queue: VecDeque::new(),
             next_id: 0,
@@ -622,6 +668,8 @@ impl Core {
             counters,
             shutting_down,
             lock: Mutex::new(Some(lock)),
+            pending_outputs,
+            tables: Mutex::new(tables),
         })
     }
 
@@ -642,10 +690,6 @@ impl Core {
 
     pub(crate) fn load_read_state(&self) -> Arc<ReadState> {
         self.read_state.load_full()
-    }
-
-    pub(crate) fn visible_seq(&self) -> SeqNo {
-        self.visible_seq.load(Ordering::Acquire)
     }
 
     pub(crate) fn is_closed(&self) -> bool {
@@ -669,7 +713,10 @@ impl Core {
 
     fn poison(&self, st: &mut State, reason: PoisonReason) {
         if st.poisoned.is_none() {
-            log::error!("{}: refusing further writes: {reason:?}", self.dir.display());
+            log::error!(
+                "{}: refusing further writes: {reason:?}",
+                self.dir.display()
+            );
             st.poisoned = Some(reason);
         }
     }
@@ -727,12 +774,18 @@ impl Core {
         let mut group: Vec<(u64, WriteBatch)> = Vec::new();
         let mut bytes = 0usize;
         while let Some(front) = st.queue.front() {
-            let PendingKind::Write(b) = &front.kind else { break };
+            let PendingKind::Write(b) = &front.kind else {
+                break;
+            };
             if !group.is_empty() && bytes + b.ops.len() > MAX_GROUP_BYTES {
                 break;
             }
             bytes += b.ops.len();
-            let Some(Pending { id, kind: PendingKind::Write(b) }) = st.queue.pop_front() else {
+            let Some(Pending {
+                id,
+                kind: PendingKind::Write(b),
+            }) = st.queue.pop_front()
+            else {
                 break;
             };
             group.push((id, b));
@@ -830,7 +883,7 @@ impl Core {
         let number = self.file_numbers.fetch_add(1, Ordering::SeqCst);
         let path = filename::wal_path(&self.dir, number);
         let res = (|| -> Result<()> {
-            let new_wal = WalWriter::create(self.fs.as_ref(), &path, number)?;
+            let new_wal = WalWriter::create(self.fs.as_ref(), &path)?;
             self.fs
                 .sync_dir(&self.dir)
                 .map_err(|e| io_context("sync directory", &self.dir, e))?;
@@ -900,7 +953,12 @@ impl Core {
     // ---------------------------------------------------------------- reads
 
     /// The point read behind every get.
-    pub(crate) fn get_at(&self, key: &[u8], seq: SeqNo, mut trace: Option<&mut ReadTrace>) -> Result<Option<Bytes>> {
+    pub(crate) fn get_at(
+        &self,
+        key: &[u8],
+        seq: SeqNo,
+        mut trace: Option<&mut ReadTrace>,
+    ) -> Result<Option<Bytes>> {
         let rs = self.read_state.load();
         let mut g = GetCounters::default();
         let res = self.get_in(&rs, key, seq, &mut g, trace.as_deref_mut());
@@ -949,7 +1007,9 @@ impl Core {
         }
         for level in 1..NUM_LEVELS {
             if let Some(t) = v.candidate_in_level(level, key) {
-                if let Some(found) = self.probe_table(t, level, key, hash, seq, g, trace.as_deref_mut())? {
+                if let Some(found) =
+                    self.probe_table(t, level, key, hash, seq, g, trace.as_deref_mut())?
+                {
                     return Ok(found);
                 }
             }
@@ -1061,14 +1121,35 @@ impl Core {
             opts: &self.opts,
             file_numbers: numbers,
             shutting_down: &self.shutting_down,
+            pending_outputs: &self.pending_outputs,
         }
     }
 
     /// Commits a job's edit and publishes the new version. Holds the version-set lock across
     /// both so that versions are published in the order they were made.
-    fn install(&self, edit: VersionEdit, opened: &[Arc<TableHandle>], after: impl FnOnce(&mut State)) -> Result<()> {
+    fn install(
+        &self,
+        edit: VersionEdit,
+        opened: &[Arc<TableHandle>],
+        after: impl FnOnce(&mut State),
+    ) -> Result<()> {
         let mut vs = self.versions.lock();
-        match vs.log_and_apply(edit, opened) {
+        let res = vs.log_and_apply(edit, opened);
+        {
+            let mut tables = self.tables.lock();
+            tables.retain(|_, w| w.strong_count() > 0);
+            let mut pending = self.pending_outputs.lock();
+            for t in opened {
+                pending.remove(&t.number());
+                if res.is_ok() {
+                    tables.insert(t.number(), Arc::downgrade(t));
+                } else {
+                    // Never committed: the files go when the handles do.
+                    t.mark_obsolete();
+                }
+            }
+        }
+        match res {
             Ok(version) => {
                 let mut st = self.state.lock();
                 st.version = version;
@@ -1099,23 +1180,30 @@ impl Core {
                 if st.shutting_down {
                     return;
                 }
-                let Some(imm) = st.imms.front().cloned() else { continue };
+                let Some(imm) = st.imms.front().cloned() else {
+                    continue;
+                };
                 let next_wal = st.imms.get(1).unwrap_or(&st.mem).wal_number();
                 (imm, next_wal, st.version.clone())
             };
-            let res = self.flush_one(&imm, next_wal, &version);
-            match res {
+            match self.flush_one(&imm, next_wal, &version) {
                 Ok(()) => failures = 0,
+                Err(Error::Closed) => return,
                 Err(e) => {
-                    if matches!(e, Error::Closed) {
-                        return;
-                    }
                     failures += 1;
                     Counters::add(&self.counters.background_errors, 1);
-                    log::error!("{}: flush failed (will retry): {e}", self.dir.display());
+                    log::error!("{}: flush failed: {e}", self.dir.display());
                     let mut st = self.state.lock();
                     st.flush_error = Some(format!("flush failed: {e}"));
                     self.done_cv.notify_all();
+                    if matches!(e, Error::Poisoned(_)) {
+                        // The manifest cannot take edits any more: flushing is over until
+                        // the database is reopened (the data is safe in the WAL).
+                        while !st.shutting_down {
+                            self.bg_cv.wait(&mut st);
+                        }
+                        return;
+                    }
                     let wait = Duration::from_millis(20u64 << failures.min(6));
                     self.bg_cv.wait_for(&mut st, wait);
                 }
@@ -1127,7 +1215,12 @@ impl Core {
         let numbers = self.file_numbers.clone();
         let ctx = self.job_context(&numbers);
         let out = compaction::flush_memtable(&ctx, imm, version)?;
-        let JobOutput { mut edit, opened, bytes_written, .. } = out;
+        let JobOutput {
+            mut edit,
+            opened,
+            bytes_written,
+            ..
+        } = out;
         edit.log_number = Some(next_wal);
         let imm_ptr = Arc::as_ptr(imm);
         self.install(edit, &opened, |st| {
@@ -1152,6 +1245,7 @@ impl Core {
         loop {
             let manual = {
                 let mut st = self.state.lock();
+                let mut backed_off = failures == 0;
                 loop {
                     if st.shutting_down {
                         return;
@@ -1159,16 +1253,19 @@ impl Core {
                     if st.manual_compaction.is_some() {
                         break;
                     }
-                    if self.opts.auto_compaction && failures == 0 && self.needs_compaction(&st.version) {
+                    // No automatic compaction once writes are refused: nothing new arrives,
+                    // and a corrupt input would only fail again.
+                    let due = self.opts.auto_compaction
+                        && st.poisoned.is_none()
+                        && self.needs_compaction(&st.version);
+                    if due && backed_off {
                         break;
                     }
-                    if failures > 0 {
-                        let wait = Duration::from_millis(50u64 << failures.min(6));
-                        self.bg_cv.wait_for(&mut st, wait);
-                        failures = failures.saturating_sub(0);
-                        if self.opts.auto_compaction && self.needs_compaction(&st.version) {
-                            break;
-                        }
+                    if due {
+                        // After a failure, wait before trying again.
+                        self.bg_cv
+                            .wait_for(&mut st, Duration::from_millis(50u64 << failures.min(6)));
+                        backed_off = true;
                         continue;
                     }
                     self.bg_cv.wait(&mut st);
@@ -1179,23 +1276,21 @@ impl Core {
                 Some(_) => self.run_manual_compaction(),
                 None => self.run_one_compaction(),
             };
-            if let Some(id) = manual {
-                let mut st = self.state.lock();
-                st.manual_compaction = None;
-                st.manual_done = id;
-                if let Err(e) = &res {
-                    st.manual_error = Some((id, e.to_string()));
-                }
-                self.done_cv.notify_all();
-            }
-            match res {
+            // Record the failure (and stop writes on corruption) before anyone waiting on a
+            // manual compaction is told it ended.
+            match &res {
                 Ok(()) => failures = 0,
-                Err(Error::Closed) => return,
+                Err(Error::Closed) => {}
                 Err(e) => {
                     failures += 1;
                     Counters::add(&self.counters.background_errors, 1);
                     log::error!("{}: compaction failed: {e}", self.dir.display());
-                    if let Error::Corruption { file, offset, detail } = &e {
+                    if let Error::Corruption {
+                        file,
+                        offset,
+                        detail,
+                    } = e
+                    {
                         let mut st = self.state.lock();
                         self.poison(
                             &mut st,
@@ -1208,6 +1303,18 @@ impl Core {
                     }
                 }
             }
+            if let Some(id) = manual {
+                let mut st = self.state.lock();
+                st.manual_compaction = None;
+                st.manual_done = id;
+                if let Err(e) = &res {
+                    st.manual_error = Some((id, e.to_string()));
+                }
+                self.done_cv.notify_all();
+            }
+            if matches!(res, Err(Error::Closed)) {
+                return;
+            }
         }
     }
 
@@ -1219,7 +1326,9 @@ impl Core {
         let plan = {
             let vs = self.versions.lock();
             let version = vs.current();
-            let pointers: Vec<Vec<u8>> = (0..NUM_LEVELS).map(|l| vs.compact_pointer(l).to_vec()).collect();
+            let pointers: Vec<Vec<u8>> = (0..NUM_LEVELS)
+                .map(|l| vs.compact_pointer(l).to_vec())
+                .collect();
             match picker::pick(&version, &self.opts, &pointers) {
                 Some(p) => (p, version),
                 None => return Ok(()),
@@ -1233,7 +1342,13 @@ impl Core {
         let ctx = self.job_context(&numbers);
         let smallest = self.smallest_snapshot();
         let out = compaction::compact(&ctx, plan, version, smallest)?;
-        let JobOutput { edit, opened, bytes_read, bytes_written, trivial_move } = out;
+        let JobOutput {
+            edit,
+            opened,
+            bytes_read,
+            bytes_written,
+            trivial_move,
+        } = out;
         log::info!(
             "compacted L{} ({} tables) + L{} ({} tables) -> {} tables{}",
             plan.level,
@@ -1254,7 +1369,10 @@ impl Core {
     fn run_manual_compaction(&self) -> Result<()> {
         let deepest = {
             let v = self.versions.lock().current();
-            (1..NUM_LEVELS).rev().find(|&l| !v.levels[l].is_empty()).unwrap_or(1)
+            (1..NUM_LEVELS)
+                .rev()
+                .find(|&l| !v.levels[l].is_empty())
+                .unwrap_or(1)
         };
         for level in 0..deepest {
             loop {
@@ -1298,34 +1416,61 @@ impl Core {
     }
 
     fn check_invariants(&self) -> std::result::Result<(), String> {
+        // An obsolete table's file is removed just after its last handle goes away, so an
+        // orphan seen once may be a deletion in flight: only one that stays is a leak.
+        let mut last = Ok(());
+        for _ in 0..50 {
+            last = self.check_invariants_once();
+            match &last {
+                Err(e) if e.contains("no version references it") => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                _ => return last,
+            }
+        }
+        last
+    }
+
+    fn check_invariants_once(&self) -> std::result::Result<(), String> {
         let vs = self.versions.lock();
         let v = vs.current();
         v.check_invariants()?;
-        let live: std::collections::HashSet<u64> = v.live_numbers().into_iter().collect();
+        let live: HashSet<u64> = v.live_numbers().into_iter().collect();
         let files = vset::list_files(self.fs.as_ref(), &self.dir).map_err(|e| e.to_string())?;
+        let pending = self.pending_outputs.lock().clone();
+        let tables = self.tables.lock();
         for (name, kind) in files {
             if let FileKind::Table(n) = kind {
-                // Tables still held by readers of older versions may linger until released.
-                if !live.contains(&n) && !self.is_held_elsewhere(n) {
-                    return Err(format!("table {name} is on disk but not in the current version"));
+                // A table may be on disk outside the current version only while a job is
+                // writing it or while a reader of an older version still holds it.
+                let held = tables.get(&n).is_some_and(|w| w.strong_count() > 0);
+                if !live.contains(&n) && !pending.contains(&n) && !held {
+                    let mut live: Vec<u64> = live.iter().copied().collect();
+                    live.sort_unstable();
+                    return Err(format!(
+                        "table {name} is on disk but no version references it \
+                         (current version: {live:?}, being written: {pending:?})"
+                    ));
                 }
             }
         }
         Ok(())
     }
+}
 
-    fn is_held_elsewhere(&self, number: u64) -> bool {
-        // The read state may lag the version set by one publish.
-        let rs = self.read_state.load();
-        rs.version.live_numbers().contains(&number)
-    }
+fn version_tables(v: &Version) -> impl Iterator<Item = &Arc<TableHandle>> {
+    v.levels.iter().flatten()
 }
 
 /// A copy of an error for each writer of a failed group.
 fn clone_error(e: &Error) -> Error {
     match e {
         Error::Io(io) => Error::Io(std::io::Error::new(io.kind(), io.to_string())),
-        Error::Corruption { file, offset, detail } => Error::Corruption {
+        Error::Corruption {
+            file,
+            offset,
+            detail,
+        } => Error::Corruption {
             file: file.clone(),
             offset: *offset,
             detail: detail.clone(),

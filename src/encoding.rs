@@ -13,6 +13,7 @@ pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
 }
 
 /// Number of bytes [`put_varint`] writes for `v`.
+#[cfg(test)]
 pub(crate) fn varint_len(mut v: u64) -> usize {
     let mut n = 1;
     while v >= 0x80 {
@@ -113,12 +114,14 @@ impl<'a> Reader<'a> {
 
 /// Reads a little-endian u32 at `pos`, or `None` if out of bounds.
 pub(crate) fn u32_at(buf: &[u8], pos: usize) -> Option<u32> {
-    buf.get(pos..pos.checked_add(4)?).map(LittleEndian::read_u32)
+    buf.get(pos..pos.checked_add(4)?)
+        .map(LittleEndian::read_u32)
 }
 
 /// Reads a little-endian u64 at `pos`, or `None` if out of bounds.
 pub(crate) fn u64_at(buf: &[u8], pos: usize) -> Option<u64> {
-    buf.get(pos..pos.checked_add(8)?).map(LittleEndian::read_u64)
+    buf.get(pos..pos.checked_add(8)?)
+        .map(LittleEndian::read_u64)
 }
 
 #[cfg(test)]

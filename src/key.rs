@@ -61,6 +61,7 @@ pub(crate) fn encode_into(out: &mut Vec<u8>, user_key: &[u8], trailer: u64) {
 }
 
 /// Encodes an internal key.
+#[cfg(test)]
 pub(crate) fn encode(user_key: &[u8], trailer: u64) -> Vec<u8> {
     let mut v = Vec::with_capacity(user_key.len() + TRAILER_LEN);
     encode_into(&mut v, user_key, trailer);
@@ -109,16 +110,8 @@ impl InternalKey {
         }
     }
 
-    pub(crate) fn seq(&self) -> SeqNo {
-        trailer_seq(self.trailer)
-    }
-
     pub(crate) fn kind(&self) -> Option<ValueKind> {
         trailer_kind(self.trailer)
-    }
-
-    pub(crate) fn encode(&self) -> Vec<u8> {
-        encode(&self.user_key, self.trailer)
     }
 }
 
@@ -236,7 +229,7 @@ mod tests {
         let o: &dyn KeyView = &owned;
         let v: &dyn KeyView = &view;
         assert!(v < o);
-        assert_eq!(owned.seq(), 3);
+        assert_eq!(trailer_seq(owned.trailer), 3);
         assert_eq!(owned.kind(), Some(ValueKind::Put));
     }
 }

@@ -87,7 +87,12 @@ impl Memtable {
 
     /// The first entry after (`user_key`, `trailer`) in internal order, or at it if
     /// `inclusive`.
-    pub(crate) fn seek_forward(&self, user_key: &[u8], trailer: u64, inclusive: bool) -> Option<Entry> {
+    pub(crate) fn seek_forward(
+        &self,
+        user_key: &[u8],
+        trailer: u64,
+        inclusive: bool,
+    ) -> Option<Entry> {
         let probe = KeyRef { user_key, trailer };
         let probe: &dyn KeyView = &probe;
         let bound = if inclusive {
@@ -102,7 +107,12 @@ impl Memtable {
 
     /// The last entry before (`user_key`, `trailer`) in internal order, or at it if
     /// `inclusive`.
-    pub(crate) fn seek_backward(&self, user_key: &[u8], trailer: u64, inclusive: bool) -> Option<Entry> {
+    pub(crate) fn seek_backward(
+        &self,
+        user_key: &[u8],
+        trailer: u64,
+        inclusive: bool,
+    ) -> Option<Entry> {
         let probe = KeyRef { user_key, trailer };
         let probe: &dyn KeyView = &probe;
         let bound = if inclusive {
@@ -131,7 +141,9 @@ impl Memtable {
 
     /// Every entry in internal-key order (for flushing a sealed memtable).
     pub(crate) fn iter(&self) -> impl Iterator<Item = Entry> + '_ {
-        self.map.iter().map(|e| (e.key().clone(), e.value().clone()))
+        self.map
+            .iter()
+            .map(|e| (e.key().clone(), e.value().clone()))
     }
 }
 
@@ -167,7 +179,9 @@ mod tests {
         for (i, k) in ["a", "b", "c"].iter().enumerate() {
             m.insert(b(k), i as u64 + 1, ValueKind::Put, b(k));
         }
-        let (k, _) = m.seek_forward(b"b", key::lookup_trailer(key::MAX_SEQ), true).unwrap();
+        let (k, _) = m
+            .seek_forward(b"b", key::lookup_trailer(key::MAX_SEQ), true)
+            .unwrap();
         assert_eq!(k.user_key, b("b"));
         let (k, _) = m.seek_forward(&k.user_key, k.trailer, false).unwrap();
         assert_eq!(k.user_key, b("c"));

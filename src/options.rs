@@ -34,7 +34,9 @@ impl FilterPolicy {
     pub fn nominal_bits_per_key(&self) -> f64 {
         match self {
             FilterPolicy::None => 0.0,
-            FilterPolicy::Uniform { bits_per_key } | FilterPolicy::Monkey { bits_per_key } => *bits_per_key,
+            FilterPolicy::Uniform { bits_per_key } | FilterPolicy::Monkey { bits_per_key } => {
+                *bits_per_key
+            }
             FilterPolicy::PerLevel(v) => v.last().copied().unwrap_or(0.0),
         }
     }
@@ -51,10 +53,14 @@ impl FilterPolicy {
         };
         match self {
             FilterPolicy::None => Ok(()),
-            FilterPolicy::Uniform { bits_per_key } | FilterPolicy::Monkey { bits_per_key } => check(*bits_per_key),
+            FilterPolicy::Uniform { bits_per_key } | FilterPolicy::Monkey { bits_per_key } => {
+                check(*bits_per_key)
+            }
             FilterPolicy::PerLevel(v) => {
                 if v.is_empty() {
-                    return Err(Error::InvalidArgument("per-level filter policy needs at least one entry".into()));
+                    return Err(Error::InvalidArgument(
+                        "per-level filter policy needs at least one entry".into(),
+                    ));
                 }
                 v.iter().try_for_each(|&b| check(b))
             }
@@ -263,10 +269,16 @@ impl Options {
         let bad = |m: String| Err(Error::InvalidArgument(m));
         self.filter_policy.validate()?;
         if self.memtable_size < 1024 {
-            return bad(format!("memtable_size must be at least 1024, got {}", self.memtable_size));
+            return bad(format!(
+                "memtable_size must be at least 1024, got {}",
+                self.memtable_size
+            ));
         }
         if !(256..=16 << 20).contains(&self.block_size) {
-            return bad(format!("block_size must be between 256 and 16 MiB, got {}", self.block_size));
+            return bad(format!(
+                "block_size must be between 256 and 16 MiB, got {}",
+                self.block_size
+            ));
         }
         if self.max_immutable_memtables == 0 {
             return bad("max_immutable_memtables must be at least 1".into());
@@ -284,7 +296,10 @@ impl Options {
             return bad("level_base_size and target_table_size must be at least 1024".into());
         }
         if self.level_size_ratio < 2 {
-            return bad(format!("level_size_ratio must be at least 2, got {}", self.level_size_ratio));
+            return bad(format!(
+                "level_size_ratio must be at least 2, got {}",
+                self.level_size_ratio
+            ));
         }
         Ok(())
     }
@@ -302,20 +317,39 @@ mod tests {
         assert_eq!(o.block_size, 4096);
         assert!(!o.sync_writes);
         assert_eq!(o.filter_policy.nominal_bits_per_key(), 10.0);
-        assert_eq!((o.l0_compaction_trigger, o.l0_slowdown_trigger, o.l0_stop_trigger), (4, 8, 12));
+        assert_eq!(
+            (
+                o.l0_compaction_trigger,
+                o.l0_slowdown_trigger,
+                o.l0_stop_trigger
+            ),
+            (4, 8, 12)
+        );
         assert_eq!(o.level_target(1), 64 << 20);
         assert_eq!(o.level_target(3), 6400 << 20);
     }
 
     #[test]
     fn bad_values_are_rejected() {
-        assert!(Options::default().bloom_bits_per_key(-1.0).validate().is_err());
-        assert!(Options::default().bloom_bits_per_key(f64::NAN).validate().is_err());
+        assert!(Options::default()
+            .bloom_bits_per_key(-1.0)
+            .validate()
+            .is_err());
+        assert!(Options::default()
+            .bloom_bits_per_key(f64::NAN)
+            .validate()
+            .is_err());
         assert!(Options::default().memtable_size(10).validate().is_err());
         assert!(Options::default().block_size(0).validate().is_err());
         assert!(Options::default().l0_stop_trigger(2).validate().is_err());
         assert!(Options::default().level_size_ratio(1).validate().is_err());
-        assert!(Options::default().filter_policy(FilterPolicy::PerLevel(vec![])).validate().is_err());
-        assert_eq!(Options::default().bloom_bits_per_key(0.0).filter_policy, FilterPolicy::None);
+        assert!(Options::default()
+            .filter_policy(FilterPolicy::PerLevel(vec![]))
+            .validate()
+            .is_err());
+        assert_eq!(
+            Options::default().bloom_bits_per_key(0.0).filter_policy,
+            FilterPolicy::None
+        );
     }
 }

@@ -142,7 +142,10 @@ pub struct Iter {
 
 impl std::fmt::Debug for Iter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Iter").field("seq", &self.seq).field("done", &self.done).finish()
+        f.debug_struct("Iter")
+            .field("seq", &self.seq)
+            .field("done", &self.done)
+            .finish()
     }
 }
 
@@ -151,7 +154,13 @@ fn failed(e: Error) -> BoxedIter {
 }
 
 /// Builds a scan of `range` at `seq` over `state`.
-pub(crate) fn new_iter(core: Arc<Core>, state: Arc<ReadState>, seq: SeqNo, range: KeyRange, _hint: Option<()>) -> Iter {
+pub(crate) fn new_iter(
+    core: Arc<Core>,
+    state: Arc<ReadState>,
+    seq: SeqNo,
+    range: KeyRange,
+    _hint: Option<()>,
+) -> Iter {
     let mut sources: Vec<BoxedIter> = Vec::new();
     if !range.is_empty() {
         for mem in std::iter::once(&state.mem).chain(state.imms.iter()) {
@@ -231,7 +240,12 @@ impl Iterator for Iter {
             match e.kind() {
                 Some(ValueKind::Put) => return Some(Ok((e.user_key.to_vec(), e.value.to_vec()))),
                 Some(ValueKind::Delete) => continue,
-                None => return self.fail(Error::InvalidArgument(format!("entry with unknown kind {}", e.trailer as u8))),
+                None => {
+                    return self.fail(Error::InvalidArgument(format!(
+                        "entry with unknown kind {}",
+                        e.trailer as u8
+                    )))
+                }
             }
         }
     }
@@ -254,7 +268,11 @@ impl DoubleEndedIterator for Iter {
                 }
                 Err(e) => return self.fail(e),
             };
-            if self.last_front.as_ref().is_some_and(|f| first.user_key <= *f) {
+            if self
+                .last_front
+                .as_ref()
+                .is_some_and(|f| first.user_key <= *f)
+            {
                 self.done = true;
                 return None;
             }
@@ -279,9 +297,16 @@ impl DoubleEndedIterator for Iter {
             self.last_back = Some(user_key);
             if let Some(e) = newest {
                 match key::trailer_kind(e.trailer) {
-                    Some(ValueKind::Put) => return Some(Ok((e.user_key.to_vec(), e.value.to_vec()))),
+                    Some(ValueKind::Put) => {
+                        return Some(Ok((e.user_key.to_vec(), e.value.to_vec())))
+                    }
                     Some(ValueKind::Delete) => continue,
-                    None => return self.fail(Error::InvalidArgument(format!("entry with unknown kind {}", e.trailer as u8))),
+                    None => {
+                        return self.fail(Error::InvalidArgument(format!(
+                            "entry with unknown kind {}",
+                            e.trailer as u8
+                        )))
+                    }
                 }
             }
         }
@@ -295,7 +320,12 @@ mod tests {
     #[test]
     fn prefix_bounds_cover_exactly_the_prefix() {
         let r = prefix_bounds(b"ab");
-        assert!(r.contains(b"ab") && r.contains(b"ab\xff\xff") && !r.contains(b"ac") && !r.contains(b"aa"));
+        assert!(
+            r.contains(b"ab")
+                && r.contains(b"ab\xff\xff")
+                && !r.contains(b"ac")
+                && !r.contains(b"aa")
+        );
         let r = prefix_bounds(b"a\xff");
         assert!(r.contains(b"a\xff\x00") && !r.contains(b"b") && r.contains(b"a\xff"));
         assert!(matches!(r.hi, Bound::Excluded(ref b) if &b[..] == b"b"));
@@ -309,7 +339,12 @@ mod tests {
     fn mem_iter_meets_in_the_middle() {
         let m = Arc::new(Memtable::new(1));
         for (i, k) in ["a", "b", "c", "d"].iter().enumerate() {
-            m.insert(Bytes::copy_from_slice(k.as_bytes()), i as u64 + 1, ValueKind::Put, Bytes::new());
+            m.insert(
+                Bytes::copy_from_slice(k.as_bytes()),
+                i as u64 + 1,
+                ValueKind::Put,
+                Bytes::new(),
+            );
         }
         let mut it = MemIter {
             mem: m,

@@ -43,7 +43,10 @@ impl Snapshot {
     /// [`Error::Closed`] after the database is closed.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         self.check()?;
-        Ok(self.core.get_at(key.as_ref(), self.seq, None)?.map(|b| b.to_vec()))
+        Ok(self
+            .core
+            .get_at(key.as_ref(), self.seq, None)?
+            .map(|b| b.to_vec()))
     }
 
     /// True if `key` had a value as of the snapshot.
@@ -53,7 +56,13 @@ impl Snapshot {
 
     /// Entries in `range` as of the snapshot.
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Iter {
-        scan::new_iter(self.core.clone(), self.core.load_read_state(), self.seq, scan::bounds(&range), None)
+        scan::new_iter(
+            self.core.clone(),
+            self.core.load_read_state(),
+            self.seq,
+            scan::bounds(&range),
+            None,
+        )
     }
 
     /// Entries whose keys start with `prefix`, as of the snapshot.

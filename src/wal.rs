@@ -97,30 +97,20 @@ pub(crate) fn decode_payload(payload: Vec<u8>) -> Option<WalBatch> {
 #[derive(Debug)]
 pub(crate) struct WalWriter {
     log: RecordWriter,
-    number: u64,
     path: PathBuf,
     buf: Vec<u8>,
 }
 
 impl WalWriter {
     /// Creates a new WAL file. The caller syncs the directory before acknowledging writes.
-    pub(crate) fn create(fs: &dyn FileSystem, path: &Path, number: u64) -> Result<WalWriter> {
+    pub(crate) fn create(fs: &dyn FileSystem, path: &Path) -> Result<WalWriter> {
         let file: Box<dyn WritableFile> =
             fs.create(path).map_err(|e| io_context("create", path, e))?;
         Ok(WalWriter {
             log: RecordWriter::new(file),
-            number,
             path: path.to_path_buf(),
             buf: Vec::new(),
         })
-    }
-
-    pub(crate) fn number(&self) -> u64 {
-        self.number
-    }
-
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
     }
 
     /// Appends one record holding `count` ops (already encoded, in `parts`) starting at
@@ -147,11 +137,6 @@ impl WalWriter {
             .sync()
             .map_err(|e| io_context("sync", &self.path, e))
     }
-
-    /// Bytes written to this WAL.
-    pub(crate) fn len(&self) -> u64 {
-        self.log.len()
-    }
 }
 
 /// Replays the WAL at `path`, calling `apply` for every payload in order. Returns what was cut
@@ -167,7 +152,11 @@ pub(crate) fn replay(
     while let Some(rec) = reader.next()? {
         let offset = rec.offset;
         let batch = decode_payload(rec.payload).ok_or_else(|| {
-            Error::corruption(path, offset, "WAL record has a valid checksum but bad contents")
+            Error::corruption(
+                path,
+                offset,
+                "WAL record has a valid checksum but bad contents",
+            )
         })?;
         apply(batch)?;
     }
@@ -184,7 +173,7 @@ mod tests {
         let fs = MemFs::new();
         fs.create_dir_all(Path::new("/d")).unwrap();
         let p = Path::new("/d/000001.wal");
-        let mut w = WalWriter::create(&fs, p, 1).unwrap();
+        let mut w = WalWriter::create(&fs, p).unwrap();
         let mut ops = Vec::new();
         encode_op(&mut ops, ValueKind::Put, b"k1", b"v1");
         encode_op(&mut ops, ValueKind::Delete, b"k2", b"");

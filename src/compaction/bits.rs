@@ -39,7 +39,11 @@ pub(crate) fn bits_per_level(opts: &Options, shape: &[LevelShape]) -> Vec<f64> {
                     avg = reduced;
                 }
             }
-            let floor = if opts.filter_memory_limit.is_some() { allocation::MIN_BITS } else { 0.0 };
+            let floor = if opts.filter_memory_limit.is_some() {
+                allocation::MIN_BITS
+            } else {
+                0.0
+            };
             return allocation::monkey(shape, avg, floor);
         }
     };
@@ -58,7 +62,12 @@ pub(crate) fn bits_per_level(opts: &Options, shape: &[LevelShape]) -> Vec<f64> {
 }
 
 /// Bits per key for a table of `incoming_keys` keys about to join `level`.
-pub(crate) fn bits_for_new_table(opts: &Options, version: &Version, level: usize, incoming_keys: u64) -> f64 {
+pub(crate) fn bits_for_new_table(
+    opts: &Options,
+    version: &Version,
+    level: usize,
+    incoming_keys: u64,
+) -> f64 {
     if opts.filter_policy == FilterPolicy::None {
         return 0.0;
     }
@@ -105,7 +114,9 @@ mod tests {
             FilterPolicy::Uniform { bits_per_key: 10.0 },
             FilterPolicy::Monkey { bits_per_key: 10.0 },
         ] {
-            let o = Options::default().filter_policy(policy.clone()).filter_memory_limit(limit_bytes);
+            let o = Options::default()
+                .filter_policy(policy.clone())
+                .filter_memory_limit(limit_bytes);
             let b = bits_per_level(&o, &s);
             let used: f64 = s.iter().zip(&b).map(|(l, b)| l.keys as f64 * b).sum();
             assert!(used <= limit_bytes as f64 * 8.0 * 1.001, "{policy:?} {b:?}");

@@ -12,6 +12,8 @@ use crate::options::Options;
 use crate::sstable::{BuildOptions, TableBuilder};
 use crate::version::{level_entries, table_entries, FileMeta, TableHandle, Version, VersionEdit};
 use bytes::Bytes;
+use parking_lot::Mutex;
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -23,6 +25,8 @@ pub(crate) struct JobContext<'a> {
     pub(crate) opts: &'a Options,
     pub(crate) file_numbers: &'a AtomicU64,
     pub(crate) shutting_down: &'a AtomicBool,
+    /// Numbers of tables being written by running jobs: on disk, not yet in a version.
+    pub(crate) pending_outputs: &'a Mutex<BTreeSet<u64>>,
 }
 
 /// What a finished job produced, to be committed with one manifest edit.
@@ -60,6 +64,7 @@ impl<'a> Outputs<'a> {
     fn add(&mut self, user_key: &[u8], trailer: u64, value: &[u8]) -> Result<()> {
         if self.current.is_none() {
             let number = self.ctx.file_numbers.fetch_add(1, Ordering::SeqCst);
+            self.ctx.pending_outputs.lock().insert(number);
             let path = filename::table_path(self.ctx.dir, number);
             let builder = TableBuilder::create(
                 self.ctx.fs.as_ref(),
@@ -98,6 +103,7 @@ impl<'a> Outputs<'a> {
             Ok(b) => b,
             Err(e) => {
                 let _ = self.ctx.fs.remove(&path);
+                self.ctx.pending_outputs.lock().remove(&number);
                 return Err(e);
             }
         };
@@ -114,6 +120,7 @@ impl<'a> Outputs<'a> {
         let handle = TableHandle::open(self.ctx.fs, self.ctx.dir, meta.clone());
         if let Err(e) = handle.reader() {
             handle.mark_obsolete();
+            self.ctx.pending_outputs.lock().remove(&number);
             return Err(e);
         }
         self.done.push((meta, handle));
@@ -137,17 +144,27 @@ impl<'a> Outputs<'a> {
 impl Drop for Outputs<'_> {
     fn drop(&mut self) {
         // Reached with tables still listed only when the job failed: delete them.
+        let mut pending = self.ctx.pending_outputs.lock();
         if let Some((number, _)) = self.current.take() {
-            let _ = self.ctx.fs.remove(&filename::table_path(self.ctx.dir, number));
+            let _ = self
+                .ctx
+                .fs
+                .remove(&filename::table_path(self.ctx.dir, number));
+            pending.remove(&number);
         }
-        for (_, handle) in self.done.drain(..) {
+        for (meta, handle) in self.done.drain(..) {
             handle.mark_obsolete();
+            pending.remove(&meta.number);
         }
     }
 }
 
 /// Writes a sealed memtable to one L0 table. An empty memtable writes nothing.
-pub(crate) fn flush_memtable(ctx: &JobContext<'_>, mem: &Memtable, version: &Version) -> Result<JobOutput> {
+pub(crate) fn flush_memtable(
+    ctx: &JobContext<'_>,
+    mem: &Memtable,
+    version: &Version,
+) -> Result<JobOutput> {
     let mut out = JobOutput::default();
     if mem.is_empty() {
         return Ok(out);
@@ -234,8 +251,15 @@ pub(crate) fn compact(
     let level = plan.level;
     let out_level = plan.output_level();
     let mut out = JobOutput::default();
-    if let Some(last) = plan.inputs.iter().map(|t| &t.meta.largest).max_by(|a, b| key::cmp_encoded(a, b)) {
-        out.edit.compact_pointers.push((level as u32, last.to_vec()));
+    if let Some(last) = plan
+        .inputs
+        .iter()
+        .map(|t| &t.meta.largest)
+        .max_by(|a, b| key::cmp_encoded(a, b))
+    {
+        out.edit
+            .compact_pointers
+            .push((level as u32, last.to_vec()));
     }
     if plan.trivial_move {
         for t in &plan.inputs {
@@ -271,7 +295,7 @@ pub(crate) fn compact(
     for entry in MergeIter::new(sources) {
         let e = entry?;
         n += 1;
-        if n % 1024 == 0 && ctx.shutting_down.load(Ordering::Relaxed) {
+        if n.is_multiple_of(1024) && ctx.shutting_down.load(Ordering::Relaxed) {
             return Err(Error::Closed);
         }
         let new_key = current_user.as_ref() != Some(&e.user_key);
@@ -284,7 +308,9 @@ pub(crate) fn compact(
             // A newer version of this key is visible to every snapshot.
             true
         } else {
-            e.kind() == Some(ValueKind::Delete) && seq <= smallest_snapshot && deeper.is_base_for(&e.user_key)
+            e.kind() == Some(ValueKind::Delete)
+                && seq <= smallest_snapshot
+                && deeper.is_base_for(&e.user_key)
         };
         last_seq_for_key = seq;
         if drop {
@@ -329,6 +355,7 @@ mod tests {
         let fs: Arc<dyn FileSystem> = Arc::new(mem.clone());
         let numbers = AtomicU64::new(10);
         let stop = AtomicBool::new(false);
+        let pending = Mutex::new(BTreeSet::new());
         let opts = Options::default();
         let ctx = JobContext {
             fs: &fs,
@@ -336,9 +363,15 @@ mod tests {
             opts: &opts,
             file_numbers: &numbers,
             shutting_down: &stop,
+            pending_outputs: &pending,
         };
         let m = Memtable::new(1);
-        m.insert(Bytes::from_static(b"k"), 1, ValueKind::Put, Bytes::from_static(b"v"));
+        m.insert(
+            Bytes::from_static(b"k"),
+            1,
+            ValueKind::Put,
+            Bytes::from_static(b"v"),
+        );
         // Fail the table's sync: the job fails and leaves no file behind.
         mem.set_fault(Some(crate::fs::FaultPlan {
             index: 0,
@@ -347,9 +380,11 @@ mod tests {
         }));
         assert!(flush_memtable(&ctx, &m, &Version::default()).is_err());
         assert!(mem.list(dir).unwrap().is_empty());
+        assert!(pending.lock().is_empty());
         mem.set_fault(None);
         let out = flush_memtable(&ctx, &m, &Version::default()).unwrap();
         assert_eq!(out.edit.added.len(), 1);
         assert_eq!(mem.list(dir).unwrap(), vec!["000011.sst".to_string()]);
+        assert_eq!(pending.lock().iter().copied().collect::<Vec<_>>(), vec![11]);
     }
 }

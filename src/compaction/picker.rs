@@ -47,7 +47,11 @@ impl Plan {
         let gp_bytes: u64 = grandparents.iter().map(|t| t.meta.size).sum();
         // A sorted level's tables never share user keys, so any set of them with nothing
         // overlapping below can move down as is. L0 tables may overlap each other: only one.
-        let movable = if level == 0 { inputs.len() == 1 } else { !inputs.is_empty() };
+        let movable = if level == 0 {
+            inputs.len() == 1
+        } else {
+            !inputs.is_empty()
+        };
         let trivial_move = movable
             && next_inputs.is_empty()
             && gp_bytes <= max_grandparent_overlap(opts)
@@ -68,7 +72,9 @@ pub(crate) fn max_grandparent_overlap(opts: &Options) -> u64 {
 }
 
 /// The user-key range covered by some tables.
-pub(crate) fn user_range<'a>(tables: impl IntoIterator<Item = &'a Arc<TableHandle>>) -> (Vec<u8>, Vec<u8>) {
+pub(crate) fn user_range<'a>(
+    tables: impl IntoIterator<Item = &'a Arc<TableHandle>>,
+) -> (Vec<u8>, Vec<u8>) {
     let mut lo: Option<&[u8]> = None;
     let mut hi: Option<&[u8]> = None;
     for t in tables {
@@ -97,7 +103,11 @@ pub(crate) fn scores(version: &Version, opts: &Options) -> Vec<f64> {
 }
 
 /// The compaction to run next, if any level is over its target.
-pub(crate) fn pick(version: &Version, opts: &Options, compact_pointers: &[Vec<u8>]) -> Option<Plan> {
+pub(crate) fn pick(
+    version: &Version,
+    opts: &Options,
+    compact_pointers: &[Vec<u8>],
+) -> Option<Plan> {
     let scores = scores(version, opts);
     let (level, score) = scores
         .iter()

@@ -45,6 +45,7 @@ fn fpr_grid() -> &'static [f64] {
 }
 
 /// The FPR of a blocked Bloom filter at `bits` per key (0 bits: no filter, FPR 1).
+#[cfg(test)]
 pub(crate) fn fpr_at(bits: f64) -> f64 {
     let grid = fpr_grid();
     let i = (bits / STEP).round().clamp(0.0, (grid.len() - 1) as f64) as usize;
@@ -109,7 +110,11 @@ pub(crate) fn monkey(levels: &[LevelShape], avg_bits: f64, floor: f64) -> Vec<f6
 
 /// Lowers bits per key, largest levels first, until the levels' filters fit in
 /// `limit_bits`; never below [`MIN_BITS`]. Returns the new bits and whether they had to change.
-pub(crate) fn fit_to_limit(levels: &[LevelShape], bits: &[f64], limit_bits: f64) -> (Vec<f64>, bool) {
+pub(crate) fn fit_to_limit(
+    levels: &[LevelShape],
+    bits: &[f64],
+    limit_bits: f64,
+) -> (Vec<f64>, bool) {
     let mut out = bits.to_vec();
     if memory_bits(levels, &out) <= limit_bits {
         return (out, false);
@@ -134,6 +139,7 @@ pub(crate) fn fit_to_limit(levels: &[LevelShape], bits: &[f64], limit_bits: f64)
 }
 
 /// Expected wasted data-block reads of an absent-key get: the sum over runs of their FPR.
+#[cfg(test)]
 pub(crate) fn expected_wasted_reads(levels: &[LevelShape], bits: &[f64]) -> f64 {
     levels
         .iter()
@@ -171,8 +177,34 @@ mod tests {
 
     #[test]
     fn l0_runs_count_once_each() {
-        let one = monkey(&[LevelShape { keys: 40_000, runs: 1 }, LevelShape { keys: 1_000_000, runs: 1 }], 10.0, 0.0);
-        let four = monkey(&[LevelShape { keys: 40_000, runs: 4 }, LevelShape { keys: 1_000_000, runs: 1 }], 10.0, 0.0);
+        let one = monkey(
+            &[
+                LevelShape {
+                    keys: 40_000,
+                    runs: 1,
+                },
+                LevelShape {
+                    keys: 1_000_000,
+                    runs: 1,
+                },
+            ],
+            10.0,
+            0.0,
+        );
+        let four = monkey(
+            &[
+                LevelShape {
+                    keys: 40_000,
+                    runs: 4,
+                },
+                LevelShape {
+                    keys: 1_000_000,
+                    runs: 1,
+                },
+            ],
+            10.0,
+            0.0,
+        );
         assert!(four[0] > one[0], "{one:?} {four:?}");
     }
 

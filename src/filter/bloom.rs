@@ -272,7 +272,10 @@ mod tests {
     fn fractional_bits_per_key_change_the_size() {
         assert!(lines_for(100_000, 9.9) < lines_for(100_000, 10.0));
         assert!(lines_for(100_000, 9.5) > lines_for(100_000, 9.0));
-        assert_eq!(lines_for(100_000, 10.0), (100_000u64 * 10).div_ceil(512) as u32);
+        assert_eq!(
+            lines_for(100_000, 10.0),
+            (100_000u64 * 10).div_ceil(512) as u32
+        );
         assert_eq!(lines_for(1, 10.0), 1);
         assert_eq!(lines_for(0, 10.0), 0);
     }
@@ -283,7 +286,10 @@ mod tests {
         let hashes: Vec<u64> = (0..20_000).map(|_| splitmix(&mut s)).collect();
         for bpk in [1.0, 4.5, 10.0, 23.0] {
             let (lines, k) = build_lines(&hashes, bpk);
-            assert!(hashes.iter().all(|&h| may_contain(&lines, h, k)), "bpk {bpk}");
+            assert!(
+                hashes.iter().all(|&h| may_contain(&lines, h, k)),
+                "bpk {bpk}"
+            );
         }
     }
 
@@ -312,7 +318,10 @@ mod tests {
         let predicted = predicted_fpr(lines.len() as u32, hashes.len() as u64, k);
         // Within 4 standard deviations of the binomial estimate around the model.
         let sd = (predicted * (1.0 - predicted) / queries as f64).sqrt();
-        assert!((measured - predicted).abs() < 4.0 * sd, "measured {measured} predicted {predicted}");
+        assert!(
+            (measured - predicted).abs() < 4.0 * sd,
+            "measured {measured} predicted {predicted}"
+        );
     }
 
     #[test]

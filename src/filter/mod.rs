@@ -25,8 +25,8 @@ mod bloom;
 
 pub use bloom::{
     bits_for, bits_per_key_for_fpr, fpr_from_fill, lines_for, predicted_fpr,
-    predicted_fpr_for_bits, probe_positions, probes_for, probes_for_millibits,
-    standard_bloom_fpr, LINE_BITS,
+    predicted_fpr_for_bits, probe_positions, probes_for, probes_for_millibits, standard_bloom_fpr,
+    LINE_BITS,
 };
 
 pub(crate) mod allocation;
@@ -71,10 +71,6 @@ impl FilterBuilder {
             self.hashes.push(hash);
             self.last = Some(hash);
         }
-    }
-
-    pub(crate) fn keys(&self) -> u64 {
-        self.hashes.len() as u64
     }
 
     /// The serialized filter block for `bits_per_key` (> 0).
@@ -325,13 +321,16 @@ impl Filter {
 
 /// Reads the trailer of a filter block without checking anything but its length.
 pub fn decode_trailer(block: &[u8]) -> Result<FilterTrailer, FilterError> {
-    let start = block.len().checked_sub(TRAILER_LEN).ok_or_else(|| FilterError {
-        offset: 0,
-        detail: format!(
-            "filter block of {} bytes is shorter than its {TRAILER_LEN}-byte trailer",
-            block.len()
-        ),
-    })?;
+    let start = block
+        .len()
+        .checked_sub(TRAILER_LEN)
+        .ok_or_else(|| FilterError {
+            offset: 0,
+            detail: format!(
+                "filter block of {} bytes is shorter than its {TRAILER_LEN}-byte trailer",
+                block.len()
+            ),
+        })?;
     let t = &block[start..];
     let u32_at = |i: usize| u32::from_le_bytes([t[i], t[i + 1], t[i + 2], t[i + 3]]);
     let mut keys = [0u8; 8];
@@ -371,13 +370,19 @@ pub fn decode(block: &[u8]) -> Result<Filter, FilterError> {
         });
     }
     if t.marker != MARKER {
-        return Ok(Filter::Unknown(format!("unknown filter family 0x{:02x}", t.marker)));
+        return Ok(Filter::Unknown(format!(
+            "unknown filter family 0x{:02x}",
+            t.marker
+        )));
     }
     if t.kind != KIND_BLOCKED_BLOOM {
         return Ok(Filter::Unknown(format!("unknown filter kind {}", t.kind)));
     }
     if t.version != VERSION {
-        return Ok(Filter::Unknown(format!("unknown filter version {}", t.version)));
+        return Ok(Filter::Unknown(format!(
+            "unknown filter version {}",
+            t.version
+        )));
     }
     if t.hash_id != HASH_XXH3_64 || t.seed != 0 {
         return Ok(Filter::Unknown(format!(

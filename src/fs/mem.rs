@@ -173,7 +173,7 @@ impl MemFs {
         let index = st.ops;
         st.ops += 1;
         if let Some(rec) = &st.recorder {
-            if index % rec.every == 0 {
+            if index.is_multiple_of(rec.every) {
                 let image = deep_clone(&st);
                 if let Some(rec) = st.recorder.as_mut() {
                     rec.images.push((index, image));
@@ -308,8 +308,20 @@ impl MemFs {
     }
 
     /// Replaces the bytes of `path` as if written and synced (for tests that corrupt files).
+    /// An existing file is changed in place, so open readers see the new bytes, as with bit
+    /// rot under an open file descriptor.
     pub fn write_file(&self, path: &Path, data: &[u8]) -> io::Result<()> {
         let mut st = self.state.lock();
+        if let Some(inode) = st.current.get(path).cloned() {
+            {
+                let mut c = inode.content.write();
+                c.data = data.to_vec();
+                c.synced_len = data.len();
+                c.lost_from = None;
+            }
+            st.durable.insert(path.to_path_buf(), inode);
+            return Ok(());
+        }
         let inode = Arc::new(Inode {
             content: RwLock::new(Content {
                 data: data.to_vec(),
@@ -373,7 +385,9 @@ struct MemWritable {
 
 impl fmt::Debug for MemWritable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MemWritable").field("len", &self.len()).finish()
+        f.debug_struct("MemWritable")
+            .field("len", &self.len())
+            .finish()
     }
 }
 
@@ -413,7 +427,9 @@ struct MemReadable {
 
 impl fmt::Debug for MemReadable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MemReadable").field("len", &self.len()).finish()
+        f.debug_struct("MemReadable")
+            .field("len", &self.len())
+            .finish()
     }
 }
 

@@ -115,7 +115,12 @@ mod tests {
         type Chunk = std::vec::IntoIter<Result<Entry>>;
         fn load(&mut self, i: usize) -> Result<Self::Chunk> {
             self.loads.push(i);
-            Ok(self.chunks[i].iter().cloned().map(Ok).collect::<Vec<_>>().into_iter())
+            Ok(self.chunks[i]
+                .iter()
+                .cloned()
+                .map(Ok)
+                .collect::<Vec<_>>()
+                .into_iter())
         }
     }
 
@@ -133,7 +138,7 @@ mod tests {
             let total = n;
             let mut it = Chunked::new(Vecs { chunks, loads: vec![] }, 0, sizes.len());
             let (mut front, mut back) = (Vec::new(), Vec::new());
-            for d in dirs.iter().chain(std::iter::repeat(&true).take(total + 2)) {
+            for d in dirs.iter().chain(std::iter::repeat_n(&true, total + 2)) {
                 let got = if *d { it.next() } else { it.next_back() };
                 if let Some(e) = got {
                     let e = e.unwrap();

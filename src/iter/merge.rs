@@ -111,16 +111,6 @@ impl MergeIter {
         Ok(best)
     }
 
-    /// The smallest remaining entry, without consuming it.
-    pub(crate) fn peek_front(&mut self) -> Result<Option<&Entry>> {
-        self.check()?;
-        match self.min_source() {
-            Ok(Some(i)) => Ok(self.sources[i].front.as_ref()),
-            Ok(None) => Ok(None),
-            Err(e) => Err(self.set_failed(e)),
-        }
-    }
-
     /// The largest remaining entry, without consuming it.
     pub(crate) fn peek_back(&mut self) -> Result<Option<&Entry>> {
         self.check()?;
@@ -210,7 +200,7 @@ mod tests {
             }
             let mut m = MergeIter::new(parts.into_iter().map(boxed).collect());
             let (mut front, mut back) = (Vec::new(), Vec::new());
-            for d in dirs.iter().chain(std::iter::repeat(&false).take(keys.len() + 1)) {
+            for d in dirs.iter().chain(std::iter::repeat_n(&false, keys.len() + 1)) {
                 let got = if *d { m.next() } else { m.next_back() };
                 if let Some(e) = got {
                     if *d { front.push(e.unwrap()) } else { back.push(e.unwrap()) }
@@ -226,9 +216,8 @@ mod tests {
 
     #[test]
     fn errors_end_the_stream() {
-        let bad: BoxedIter = Box::new(
-            vec![Ok(entry("a", 1)), Err(Error::InvalidArgument("x".into()))].into_iter(),
-        );
+        let bad: BoxedIter =
+            Box::new(vec![Ok(entry("a", 1)), Err(Error::InvalidArgument("x".into()))].into_iter());
         let mut m = MergeIter::new(vec![bad, boxed(vec![entry("b", 1)])]);
         assert!(m.next().unwrap().is_ok());
         assert!(m.next().unwrap().is_err());

@@ -91,6 +91,7 @@ impl KeyRange {
         }
     }
 
+    #[cfg(test)]
     pub(crate) fn contains(&self, k: &[u8]) -> bool {
         self.above_lo(k) && self.below_hi(k)
     }
@@ -191,7 +192,10 @@ pub(crate) mod tests {
 
     #[test]
     fn range_filter_both_ends() {
-        let v: Vec<Result<Entry>> = ["a", "b", "c", "d", "e"].iter().map(|k| Ok(entry(k, 1))).collect();
+        let v: Vec<Result<Entry>> = ["a", "b", "c", "d", "e"]
+            .iter()
+            .map(|k| Ok(entry(k, 1)))
+            .collect();
         let r = KeyRange {
             lo: Bound::Excluded(Bytes::from_static(b"a")),
             hi: Bound::Included(Bytes::from_static(b"d")),

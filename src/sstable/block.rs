@@ -226,7 +226,10 @@ mod tests {
     fn build(keys: &[(&[u8], u64)], interval: usize) -> Block {
         let mut b = BlockBuilder::new(interval);
         for (i, (k, seq)) in keys.iter().enumerate() {
-            b.add(&encode(k, trailer(*seq, ValueKind::Put)), format!("v{i}").as_bytes());
+            b.add(
+                &encode(k, trailer(*seq, ValueKind::Put)),
+                format!("v{i}").as_bytes(),
+            );
         }
         let mut out = Vec::new();
         b.finish_into(&mut out);

@@ -72,8 +72,9 @@ impl TableBuilder {
 
     /// Adds an entry. Entries must come in strictly increasing internal-key order.
     pub(crate) fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
-        let (user, trailer) = key::decode(ikey)
-            .ok_or_else(|| Error::InvalidArgument("internal key shorter than its trailer".into()))?;
+        let (user, trailer) = key::decode(ikey).ok_or_else(|| {
+            Error::InvalidArgument("internal key shorter than its trailer".into())
+        })?;
         debug_assert!(
             self.props.entries == 0 || key::cmp_encoded(&self.props.largest, ikey).is_lt(),
             "keys out of order"
@@ -116,7 +117,12 @@ impl TableBuilder {
         self.props.entries
     }
 
-    fn write_block(&mut self, contents: Option<&[u8]>, kind: BlockKind, from_block: bool) -> Result<BlockHandle> {
+    fn write_block(
+        &mut self,
+        contents: Option<&[u8]>,
+        kind: BlockKind,
+        from_block: bool,
+    ) -> Result<BlockHandle> {
         self.buf.clear();
         if from_block {
             if kind == BlockKind::Index {

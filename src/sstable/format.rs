@@ -79,7 +79,12 @@ pub(crate) fn block_crc(contents: &[u8], kind: u8, offset: u64) -> u32 {
 }
 
 /// Appends the trailer for a block written at `offset`.
-pub(crate) fn put_block_trailer(out: &mut Vec<u8>, contents_start: usize, kind: BlockKind, offset: u64) {
+pub(crate) fn put_block_trailer(
+    out: &mut Vec<u8>,
+    contents_start: usize,
+    kind: BlockKind,
+    offset: u64,
+) {
     let crc = block_crc(&out[contents_start..], kind as u8, offset);
     out.push(kind as u8);
     put_u32(out, crc);
@@ -169,9 +174,15 @@ mod tests {
     #[test]
     fn footer_roundtrip_and_damage() {
         let f = Footer {
-            index: BlockHandle { offset: 100, size: 20 },
+            index: BlockHandle {
+                offset: 100,
+                size: 20,
+            },
             filter: None,
-            properties: BlockHandle { offset: 125, size: 30 },
+            properties: BlockHandle {
+                offset: 125,
+                size: 30,
+            },
             version: FORMAT_VERSION,
         };
         let enc = f.encode();
@@ -193,7 +204,10 @@ mod tests {
             version: 9,
         };
         let arr: [u8; FOOTER_LEN] = f.encode().try_into().unwrap();
-        assert_eq!(Footer::decode(&arr), Err(FooterError::UnsupportedVersion(9)));
+        assert_eq!(
+            Footer::decode(&arr),
+            Err(FooterError::UnsupportedVersion(9))
+        );
     }
 
     #[test]

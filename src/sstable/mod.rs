@@ -2,13 +2,13 @@
 //! filter. See `docs/format.md` for the byte layout.
 
 pub(crate) mod block;
-pub mod format;
 pub(crate) mod builder;
+pub mod format;
 pub(crate) mod iter;
 pub(crate) mod properties;
 pub(crate) mod reader;
 
 pub(crate) use builder::{BuildOptions, TableBuilder};
-pub(crate) use reader::{ReadCost, TableLookup};
 pub use properties::TableProperties;
 pub use reader::{IndexEntry, TableReader};
+pub(crate) use reader::{ReadCost, TableLookup};

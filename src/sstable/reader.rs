@@ -6,7 +6,9 @@
 //! filter says "definitely not".
 
 use super::block::{Block, BlockEntry};
-use super::format::{block_crc, BlockHandle, BlockKind, Footer, FooterError, BLOCK_TRAILER_LEN, FOOTER_LEN};
+use super::format::{
+    block_crc, BlockHandle, BlockKind, Footer, FooterError, BLOCK_TRAILER_LEN, FOOTER_LEN,
+};
 use super::properties::TableProperties;
 use crate::encoding::Reader;
 use crate::error::{io_context, Error, Result};
@@ -75,7 +77,9 @@ impl TableReader {
         file.read_exact_at(&mut fbuf, footer_at)
             .map_err(|e| io_context("read", path, e))?;
         let footer = Footer::decode(&fbuf).map_err(|e| match e {
-            FooterError::BadMagic => corrupt(footer_at + 56, "not an SSTable (bad magic number)".into()),
+            FooterError::BadMagic => {
+                corrupt(footer_at + 56, "not an SSTable (bad magic number)".into())
+            }
             FooterError::BadChecksum => corrupt(footer_at + 52, "footer checksum mismatch".into()),
             FooterError::UnsupportedVersion(v) => corrupt(
                 footer_at + 48,
@@ -96,15 +100,22 @@ impl TableReader {
         };
         let mut cost = ReadCost::default();
         let props_raw = reader.read_block(footer.properties, BlockKind::Properties, &mut cost)?;
-        reader.properties = TableProperties::decode(&props_raw)
-            .ok_or_else(|| corrupt(footer.properties.offset, "malformed properties block".into()))?;
+        reader.properties = TableProperties::decode(&props_raw).ok_or_else(|| {
+            corrupt(
+                footer.properties.offset,
+                "malformed properties block".into(),
+            )
+        })?;
         let index_raw = reader.read_block(footer.index, BlockKind::Index, &mut cost)?;
         reader.index = reader.decode_index(index_raw)?;
         if let Some(h) = footer.filter {
             let raw = reader.read_block(h, BlockKind::Filter, &mut cost)?;
             let f = filter::decode(&raw).map_err(|e| corrupt(h.offset + e.offset, e.detail))?;
             if let Filter::Unknown(why) = &f {
-                log::warn!("{}: filter not used ({why}); reads of this table skip filtering", path.display());
+                log::warn!(
+                    "{}: filter not used ({why}); reads of this table skip filtering",
+                    path.display()
+                );
             }
             reader.filter = Some(f);
         }
@@ -124,7 +135,11 @@ impl TableReader {
                 (Some(offset), Some(size)) => BlockHandle { offset, size },
                 _ => return Err(bad("malformed block handle")),
             };
-            if handle.offset.checked_add(handle.size + BLOCK_TRAILER_LEN as u64).is_none_or(|e| e > data_end) {
+            if handle
+                .offset
+                .checked_add(handle.size + BLOCK_TRAILER_LEN as u64)
+                .is_none_or(|e| e > data_end)
+            {
                 return Err(bad("data block handle points past the data area"));
             }
             if key::decode(&k).is_none() {
@@ -136,7 +151,10 @@ impl TableReader {
                     return Err(bad("keys out of order"));
                 }
             }
-            out.push(IndexEntry { last_key: k, handle });
+            out.push(IndexEntry {
+                last_key: k,
+                handle,
+            });
         }
         Ok(out)
     }
@@ -147,10 +165,18 @@ impl TableReader {
     }
 
     /// Reads a block and checks its trailer.
-    pub(crate) fn read_block(&self, h: BlockHandle, kind: BlockKind, cost: &mut ReadCost) -> Result<Bytes> {
+    pub(crate) fn read_block(
+        &self,
+        h: BlockHandle,
+        kind: BlockKind,
+        cost: &mut ReadCost,
+    ) -> Result<Bytes> {
         let corrupt = |offset: u64, detail: String| Error::corruption(&self.path, offset, detail);
         let total = h.size.checked_add(BLOCK_TRAILER_LEN as u64);
-        if total.and_then(|t| h.offset.checked_add(t)).is_none_or(|end| end > self.data_end()) {
+        if total
+            .and_then(|t| h.offset.checked_add(t))
+            .is_none_or(|end| end > self.data_end())
+        {
             return Err(corrupt(
                 h.offset,
                 format!(
@@ -198,7 +224,11 @@ impl TableReader {
     }
 
     /// Decodes every entry of data block `i`.
-    pub(crate) fn data_block_entries(&self, i: usize, cost: &mut ReadCost) -> Result<Vec<BlockEntry>> {
+    pub(crate) fn data_block_entries(
+        &self,
+        i: usize,
+        cost: &mut ReadCost,
+    ) -> Result<Vec<BlockEntry>> {
         let offset = self.index[i].handle.offset;
         self.data_block(i, cost)?
             .entries()
@@ -207,7 +237,12 @@ impl TableReader {
 
     /// Looks `user_key` up as of `seq`, reading at most one data block. Does not consult the
     /// filter: the caller does, with the hash it computed once for the whole get.
-    pub(crate) fn get(&self, user_key: &[u8], seq: SeqNo, cost: &mut ReadCost) -> Result<TableLookup> {
+    pub(crate) fn get(
+        &self,
+        user_key: &[u8],
+        seq: SeqNo,
+        cost: &mut ReadCost,
+    ) -> Result<TableLookup> {
         let t = key::lookup_trailer(seq);
         let i = self.index.partition_point(|e| {
             let (u, tr) = key::decode(&e.last_key).unwrap_or((&[], 0));

@@ -156,7 +156,8 @@ impl VersionEdit {
                         })
                     };
                     let meta = f().ok_or_else(trunc)?;
-                    if key::decode(&meta.smallest).is_none() || key::decode(&meta.largest).is_none() {
+                    if key::decode(&meta.smallest).is_none() || key::decode(&meta.largest).is_none()
+                    {
                         return Err(format!("table {} has a malformed key range", meta.number));
                     }
                     e.added.push((l, meta));

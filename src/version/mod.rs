@@ -12,7 +12,7 @@ pub use edit::{FileMeta, VersionEdit, NUM_LEVELS};
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::fs::FileSystem;
-use crate::iter::{ChunkSource, Chunked, Entry, KeyRange};
+use crate::iter::{ChunkSource, Chunked, KeyRange};
 use crate::sstable::iter::{table_iter, TableIter};
 use crate::sstable::TableReader;
 use std::collections::HashMap;
@@ -24,15 +24,26 @@ use std::sync::Arc;
 /// An error kept to be reported again each time a broken table is used.
 #[derive(Debug, Clone)]
 enum StoredError {
-    Corruption { file: PathBuf, offset: u64, detail: String },
-    Io { kind: io::ErrorKind, message: String },
+    Corruption {
+        file: PathBuf,
+        offset: u64,
+        detail: String,
+    },
+    Io {
+        kind: io::ErrorKind,
+        message: String,
+    },
     Other(String),
 }
 
 impl StoredError {
     fn from_error(e: &Error) -> StoredError {
         match e {
-            Error::Corruption { file, offset, detail } => StoredError::Corruption {
+            Error::Corruption {
+                file,
+                offset,
+                detail,
+            } => StoredError::Corruption {
                 file: file.clone(),
                 offset: *offset,
                 detail: detail.clone(),
@@ -47,7 +58,11 @@ impl StoredError {
 
     fn to_error(&self) -> Error {
         match self {
-            StoredError::Corruption { file, offset, detail } => Error::Corruption {
+            StoredError::Corruption {
+                file,
+                offset,
+                detail,
+            } => Error::Corruption {
                 file: file.clone(),
                 offset: *offset,
                 detail: detail.clone(),
@@ -122,7 +137,10 @@ impl Drop for TableHandle {
         if self.obsolete.load(Ordering::Acquire) {
             match self.fs.remove(&self.path) {
                 Ok(()) => log::info!("removed obsolete table {}", self.path.display()),
-                Err(e) => log::warn!("could not remove obsolete table {}: {e}", self.path.display()),
+                Err(e) => log::warn!(
+                    "could not remove obsolete table {}: {e}",
+                    self.path.display()
+                ),
             }
         }
     }
@@ -170,9 +188,7 @@ impl Version {
     }
 
     pub(crate) fn sort_levels(&mut self) {
-        self.levels[0].sort_by(|a, b| {
-            (b.meta.max_seq, b.meta.number).cmp(&(a.meta.max_seq, a.meta.number))
-        });
+        self.levels[0].sort_by_key(|t| std::cmp::Reverse((t.meta.max_seq, t.meta.number)));
         for level in self.levels.iter_mut().skip(1) {
             level.sort_by(|a, b| crate::key::cmp_encoded(&a.meta.smallest, &b.meta.smallest));
         }
@@ -180,7 +196,11 @@ impl Version {
 
     /// The one table of level `level >= 1` whose range may hold `user_key`: the first table
     /// whose largest key is at or after it (its smallest key may still be after the key).
-    pub(crate) fn candidate_in_level(&self, level: usize, user_key: &[u8]) -> Option<&Arc<TableHandle>> {
+    pub(crate) fn candidate_in_level(
+        &self,
+        level: usize,
+        user_key: &[u8],
+    ) -> Option<&Arc<TableHandle>> {
         let tables = &self.levels[level];
         let i = tables.partition_point(|t| t.meta.largest_user() < user_key);
         tables.get(i)
@@ -255,9 +275,3 @@ pub(crate) fn level_entries(tables: &[Arc<TableHandle>], range: KeyRange) -> Chu
     let n = tables.len();
     Chunked::new(LevelTables { tables, range }, 0, n)
 }
-
-/// Yields entries so an `Entry` iterator can be named in signatures.
-pub(crate) type LevelIter = Chunked<LevelTables>;
-
-#[allow(dead_code)]
-fn _assert_entry_iter(_: &dyn Iterator<Item = Result<Entry>>) {}

@@ -64,11 +64,19 @@ pub(crate) fn read_current(fs: &dyn FileSystem, dir: &Path) -> Result<Option<u64
 }
 
 /// Replays a manifest into the state it describes.
-pub(crate) fn replay_manifest(fs: &dyn FileSystem, dir: &Path, number: u64) -> Result<ManifestState> {
+pub(crate) fn replay_manifest(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    number: u64,
+) -> Result<ManifestState> {
     let path = dir.join(filename::manifest_name(number));
     let file = fs.open(&path).map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
-            Error::corruption(&dir.join(filename::CURRENT), 0, format!("CURRENT names {} which does not exist", path.display()))
+            Error::corruption(
+                &dir.join(filename::CURRENT),
+                0,
+                format!("CURRENT names {} which does not exist", path.display()),
+            )
         } else {
             io_context("open", &path, e)
         }
@@ -96,7 +104,11 @@ pub(crate) fn replay_manifest(fs: &dyn FileSystem, dir: &Path, number: u64) -> R
         st.torn_bytes = tail.dropped_bytes;
     }
     if st.edits == 0 {
-        return Err(Error::corruption(&path, 0, "manifest holds no complete record"));
+        return Err(Error::corruption(
+            &path,
+            0,
+            "manifest holds no complete record",
+        ));
     }
     Ok(st)
 }
@@ -154,7 +166,11 @@ impl VersionSet {
     }
 
     /// The tree the manifest describes, with every table opened.
-    pub(crate) fn from_state(fs: Arc<dyn FileSystem>, dir: &Path, st: &ManifestState) -> VersionSet {
+    pub(crate) fn from_state(
+        fs: Arc<dyn FileSystem>,
+        dir: &Path,
+        st: &ManifestState,
+    ) -> VersionSet {
         let mut version = Version::default();
         for (l, files) in st.levels.iter().enumerate() {
             for meta in files.values() {
@@ -226,7 +242,9 @@ impl VersionSet {
 
     fn check_usable(&self) -> Result<()> {
         match &self.failed {
-            Some(why) => Err(Error::Poisoned(format!("an earlier manifest write failed: {why}"))),
+            Some(why) => Err(Error::Poisoned(format!(
+                "an earlier manifest write failed: {why}"
+            ))),
             None => Ok(()),
         }
     }
@@ -282,8 +300,14 @@ impl VersionSet {
             .map_err(|e| io_context("sync directory", &self.dir, e))?;
         let tmp = filename::temp_name(self.new_file_number());
         let contents = format!("{}\n", filename::manifest_name(number));
-        fs::write_atomic(self.fs.as_ref(), &self.dir, &tmp, filename::CURRENT, contents.as_bytes())
-            .map_err(|e| io_context("install CURRENT for", &path, e))?;
+        fs::write_atomic(
+            self.fs.as_ref(),
+            &self.dir,
+            &tmp,
+            filename::CURRENT,
+            contents.as_bytes(),
+        )
+        .map_err(|e| io_context("install CURRENT for", &path, e))?;
         if let Some(old) = self.manifest.replace(ManifestWriter { log, number, path }) {
             if let Err(e) = self.fs.remove(&old.path) {
                 log::warn!("could not remove old manifest {}: {e}", old.path.display());
@@ -297,7 +321,11 @@ impl VersionSet {
     /// `opened` holds the handles of tables the edit adds. On a write or sync failure the set
     /// refuses every later edit ([`Error::Poisoned`]): the manifest may be damaged, and a
     /// retried fsync proves nothing.
-    pub(crate) fn log_and_apply(&mut self, mut edit: VersionEdit, opened: &[Arc<TableHandle>]) -> Result<Arc<Version>> {
+    pub(crate) fn log_and_apply(
+        &mut self,
+        mut edit: VersionEdit,
+        opened: &[Arc<TableHandle>],
+    ) -> Result<Arc<Version>> {
         self.check_usable()?;
         let next = self.current.apply(&edit, opened)?;
         edit.next_file_number = Some(self.next_file.load(Ordering::SeqCst));
@@ -410,8 +438,11 @@ mod tests {
         let (fs, mem, dir) = setup();
         mem.write_file(&dir.join("CURRENT"), b"garbage").unwrap();
         assert!(read_current(fs.as_ref(), &dir).unwrap_err().is_corruption());
-        mem.write_file(&dir.join("CURRENT"), b"MANIFEST-000009\n").unwrap();
+        mem.write_file(&dir.join("CURRENT"), b"MANIFEST-000009\n")
+            .unwrap();
         assert_eq!(read_current(fs.as_ref(), &dir).unwrap(), Some(9));
-        assert!(replay_manifest(fs.as_ref(), &dir, 9).unwrap_err().is_corruption());
+        assert!(replay_manifest(fs.as_ref(), &dir, 9)
+            .unwrap_err()
+            .is_corruption());
     }
 }

@@ -1,0 +1,63 @@
+//! Helpers shared by the scenario tests.
+#![allow(dead_code)]
+
+use siltdb::fs::{FileSystem, MemFs};
+use siltdb::{Db, Options};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Options with tiny sizes so that flushes and compactions happen after a few KiB.
+pub fn small_options() -> Options {
+    Options::default()
+        .memtable_size(4 << 10)
+        .block_size(512)
+        .level_base_size(16 << 10)
+        .target_table_size(4 << 10)
+        .l0_compaction_trigger(2)
+        .l0_slowdown_trigger(4)
+        .l0_stop_trigger(8)
+}
+
+/// `small_options` on an in-memory file system.
+pub fn mem_options(fs: &MemFs) -> Options {
+    small_options().file_system(Arc::new(fs.clone()) as Arc<dyn FileSystem>)
+}
+
+/// Every (key, value) of a scan, failing the test on an error.
+pub fn scan_all(
+    it: impl Iterator<Item = siltdb::Result<(Vec<u8>, Vec<u8>)>>,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    it.map(|r| r.expect("scan item")).collect()
+}
+
+/// Waits until background compaction has nothing left to do (L0 below its trigger) or a
+/// timeout passes.
+pub fn settle(db: &Db) {
+    for _ in 0..500 {
+        let l0 = db.levels()[0].tables;
+        if l0 < 2 {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+pub fn open_mem(fs: &MemFs, dir: &Path) -> Db {
+    Db::open_with(dir, mem_options(fs)).expect("open")
+}
+
+/// Deterministic pseudo-random numbers.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}

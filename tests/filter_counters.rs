@@ -1,0 +1,108 @@
+//! The read-amplification counters are exact on a hand-built tree.
+use siltdb::{Db, Options, TableOutcome};
+
+fn four_tables(bits: f64) -> (tempfile::TempDir, Db) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open_with(
+        dir.path(),
+        Options::default()
+            .bloom_bits_per_key(bits)
+            .auto_compaction(false),
+    )
+    .unwrap();
+    // Four L0 tables, each spanning the whole key range "k0000".."k3999".
+    for t in 0..4u32 {
+        for i in (t..4000).step_by(4) {
+            db.insert(format!("k{i:04}"), "v").unwrap();
+        }
+        db.flush().unwrap();
+    }
+    (dir, db)
+}
+
+#[test]
+fn absent_keys_in_range_are_probed_in_every_table() {
+    let (_dir, db) = four_tables(10.0);
+    assert_eq!(db.levels()[0].tables, 4);
+    let before = db.stats();
+    // "k0010x".."k1009x": absent, and inside every table's key range.
+    for i in 10..1010u32 {
+        assert_eq!(db.get(format!("k{i:04}x")).unwrap(), None);
+    }
+    let s = db.stats();
+    let d = |f: fn(&siltdb::Stats) -> u64| f(&s) - f(&before);
+    assert_eq!(d(|s| s.gets), 1000);
+    assert_eq!(d(|s| s.tables_considered), 4000);
+    assert_eq!(d(|s| s.filter_probes), 4000);
+    assert_eq!(
+        d(|s| s.filter_negatives) + d(|s| s.filter_false_positives),
+        4000
+    );
+    assert_eq!(d(|s| s.filter_true_positives), 0);
+    // Each false positive costs exactly one block read; negatives cost none.
+    assert_eq!(d(|s| s.data_block_reads), d(|s| s.filter_false_positives));
+    assert!(
+        d(|s| s.filter_false_positives) < 200,
+        "FPR far above 1%: {s:?}"
+    );
+}
+
+#[test]
+fn present_keys_stop_at_the_table_that_holds_them() {
+    let (_dir, db) = four_tables(10.0);
+    let before = db.stats();
+    for i in 0..400u32 {
+        assert!(db.get(format!("k{i:04}")).unwrap().is_some());
+    }
+    let s = db.stats();
+    assert_eq!(s.filter_true_positives - before.filter_true_positives, 400);
+    assert_eq!(
+        s.data_block_reads - before.data_block_reads,
+        400 + (s.filter_false_positives - before.filter_false_positives)
+    );
+}
+
+#[test]
+fn without_filters_every_table_in_range_costs_a_block() {
+    let (_dir, db) = four_tables(0.0);
+    for i in 10..110u32 {
+        db.get(format!("k{i:04}x")).unwrap();
+    }
+    let s = db.stats();
+    assert_eq!(s.filter_probes, 0);
+    assert_eq!(s.tables_considered, 400);
+    assert_eq!(s.data_block_reads, 400);
+    assert!(s.bytes_read >= 400 * 100);
+}
+
+#[test]
+fn out_of_range_tables_cost_nothing_and_traces_say_why() {
+    let (_dir, db) = four_tables(10.0);
+    let (v, trace) = db.get_traced("zzz").unwrap();
+    assert_eq!(v, None);
+    assert_eq!(trace.tables.len(), 4);
+    assert!(trace
+        .tables
+        .iter()
+        .all(|t| t.outcome == TableOutcome::OutOfRange && t.level == 0));
+    assert_eq!(trace.data_block_reads, 0);
+    let (v, trace) = db.get_traced("k0003").unwrap();
+    assert_eq!(v, Some(b"v".to_vec()));
+    let found = trace.tables.last().unwrap();
+    assert_eq!(found.outcome, TableOutcome::Found);
+    assert_eq!(found.block_reads, 1);
+    assert_eq!(
+        trace.data_block_reads,
+        trace.tables.iter().map(|t| t.block_reads).sum::<u64>()
+    );
+    assert_eq!(
+        trace.bytes_read,
+        trace.tables.iter().map(|t| t.bytes_read).sum::<u64>()
+    );
+    // Newest table first: the key "k0003" lives in the table flushed last.
+    assert_eq!(trace.tables.len(), 1);
+    db.insert("k0003", "mem").unwrap();
+    let (v, trace) = db.get_traced("k0003").unwrap();
+    assert_eq!(v, Some(b"mem".to_vec()));
+    assert!(trace.memtable_hit && trace.tables.is_empty());
+}
