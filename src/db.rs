@@ -89,6 +89,8 @@ struct State {
     manual_done: u64,
     manual_error: Option<(u64, String)>,
     next_manual: u64,
+    /// True while the compaction thread runs a job.
+    compaction_running: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -206,6 +208,19 @@ impl Db {
         Db::open_with(path, Options::default())
     }
 
+    /// Opens the database in `path` read-only: no lock is taken, nothing is written (the
+    /// WALs are replayed into memory), no background thread runs, and every write returns
+    /// [`Error::InvalidArgument`]. Safe on a database that another process has open; if that
+    /// process removes files while this handle reads them, reads fail with [`Error::Io`]
+    /// rather than answer wrongly. Shorthand for `open_with(path,
+    /// Options::default().read_only(true))`.
+    ///
+    /// Errors: as [`open_with`](Db::open_with), except that it never returns
+    /// [`Error::Locked`], and a directory without a database is [`Error::InvalidArgument`].
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Db> {
+        Db::open_with(path, Options::default().read_only(true))
+    }
+
     /// Opens the database in `path` with `opts`: takes the directory lock, replays the
     /// manifest and the WALs (cutting a torn WAL tail, which [`Stats::wal_torn_tails`]
     /// counts), writes the recovered writes to an L0 table, removes files the manifest does not
@@ -218,8 +233,17 @@ impl Db {
     pub fn open_with(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
         opts.validate()?;
         let dir = path.as_ref().to_path_buf();
+        let read_only = opts.read_only;
         let core = Arc::new(Core::open(dir, opts)?);
         let mut threads = Vec::new();
+        if read_only {
+            return Ok(Db {
+                handle: Arc::new(Handle {
+                    core,
+                    threads: Mutex::new(threads),
+                }),
+            });
+        }
         let c = core.clone();
         threads.push(
             std::thread::Builder::new()
@@ -292,6 +316,7 @@ impl Db {
     /// answer), [`Error::Io`].
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         let core = self.core();
+        core.check_open()?;
         let seq = core.visible_seq.load(Ordering::Acquire);
         Ok(core.get_at(key.as_ref(), seq, None)?.map(|b| b.to_vec()))
     }
@@ -299,6 +324,7 @@ impl Db {
     /// True if `key` has a value. Errors as [`get`](Db::get).
     pub fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool> {
         let core = self.core();
+        core.check_open()?;
         let seq = core.visible_seq.load(Ordering::Acquire);
         Ok(core.get_at(key.as_ref(), seq, None)?.is_some())
     }
@@ -306,6 +332,7 @@ impl Db {
     /// The same read as [`get`](Db::get), with a [`ReadTrace`] of what it did per table.
     pub fn get_traced(&self, key: impl AsRef<[u8]>) -> Result<(Option<Vec<u8>>, ReadTrace)> {
         let core = self.core();
+        core.check_open()?;
         let seq = core.visible_seq.load(Ordering::Acquire);
         let mut trace = ReadTrace::default();
         let v = core.get_at(key.as_ref(), seq, Some(&mut trace))?;
@@ -378,6 +405,15 @@ impl Db {
     pub fn compact(&self) -> Result<()> {
         self.flush()?;
         self.core().compact_all()
+    }
+
+    /// Waits until no sealed memtable waits for flush and no level is over its compaction
+    /// target (with `auto_compaction` on), so that the tree has settled: for benchmarks and
+    /// tests that want a stable shape.
+    ///
+    /// Errors: [`Error::Closed`]; the poison error if background work stopped writes.
+    pub fn wait_for_compactions(&self) -> Result<()> {
+        self.core().wait_for_compactions()
     }
 
     /// Cumulative counters, and the current shape of the tree in [`Stats::levels`].
@@ -489,21 +525,30 @@ impl Core {
     fn open(dir: PathBuf, opts: Options) -> Result<Core> {
         let fs = opts.file_system.clone();
         let exists = fs.exists(&dir.join(filename::CURRENT));
-        if !exists && !opts.create_if_missing {
+        if !exists && (opts.read_only || !opts.create_if_missing) {
             return Err(Error::InvalidArgument(format!(
-                "no database in {} and create_if_missing is false",
-                dir.display()
+                "no database in {}{}",
+                dir.display(),
+                if opts.read_only {
+                    " (a read-only open never creates one)"
+                } else {
+                    " and create_if_missing is false"
+                }
             )));
         }
-        fs.create_dir_all(&dir)
-            .map_err(|e| io_context("create directory", &dir, e))?;
-        let lock = fs.lock(&dir.join(filename::LOCK)).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::WouldBlock {
-                Error::Locked
-            } else {
-                io_context("lock", &dir.join(filename::LOCK), e)
-            }
-        })?;
+        let lock = if opts.read_only {
+            None
+        } else {
+            fs.create_dir_all(&dir)
+                .map_err(|e| io_context("create directory", &dir, e))?;
+            Some(fs.lock(&dir.join(filename::LOCK)).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::WouldBlock {
+                    Error::Locked
+                } else {
+                    io_context("lock", &dir.join(filename::LOCK), e)
+                }
+            })?)
+        };
         let files = vset::list_files(fs.as_ref(), &dir)?;
         let mut versions = match vset::read_current(fs.as_ref(), &dir)? {
             Some(number) => {
@@ -571,57 +616,32 @@ impl Core {
             log::info!("{}: replayed", path.display());
         }
 
-        // A fresh manifest for this session, then the recovered writes to L0 and a new WAL.
-        versions.write_new_manifest()?;
-        let new_wal = versions.new_file_number();
         let shutting_down = AtomicBool::new(false);
-        let numbers = versions.file_numbers();
         let pending_outputs = Mutex::new(BTreeSet::new());
-        let ctx = JobContext {
-            fs: &fs,
-            dir: &dir,
-            opts: &opts,
-            file_numbers: &numbers,
-            shutting_down: &shutting_down,
-            pending_outputs: &pending_outputs,
+        let (mem, wal_writer) = if opts.read_only {
+            // Nothing is written: the replayed writes stay in memory.
+            (Arc::new(recovered), None)
+        } else {
+            let new_wal = Self::recover_for_writing(
+                &fs,
+                &dir,
+                &opts,
+                &mut versions,
+                &recovered,
+                last_seq,
+                &counters,
+                &shutting_down,
+                &pending_outputs,
+            )?;
+            let wal_path = filename::wal_path(&dir, new_wal);
+            let writer = WalWriter::create(fs.as_ref(), &wal_path)?;
+            fs.sync_dir(&dir)
+                .map_err(|e| io_context("sync directory", &dir, e))?;
+            Self::remove_unreferenced(fs.as_ref(), &dir, &versions, new_wal)?;
+            (Arc::new(Memtable::new(new_wal)), Some(writer))
         };
-        let out = compaction::flush_memtable(&ctx, &recovered, &versions.current())?;
-        let mut edit = out.edit;
-        edit.log_number = Some(new_wal);
-        edit.last_sequence = Some(last_seq);
-        versions.log_and_apply(edit, &out.opened)?;
-        pending_outputs.lock().clear();
-        if out.bytes_written > 0 {
-            Counters::add(&counters.flushes, 1);
-            Counters::add(&counters.bytes_flushed, out.bytes_written);
-            log::info!("recovered {} entries into an L0 table", recovered.len());
-        }
-        let wal_path = filename::wal_path(&dir, new_wal);
-        let wal_writer = WalWriter::create(fs.as_ref(), &wal_path)?;
-        fs.sync_dir(&dir)
-            .map_err(|e| io_context("sync directory", &dir, e))?;
 
-        // Remove what the manifest does not reference.
         let version = versions.current();
-        let live: HashSet<u64> = version.live_numbers().into_iter().collect();
-        let current_manifest = versions.manifest_number();
-        for (name, kind) in vset::list_files(fs.as_ref(), &dir)? {
-            let obsolete = match kind {
-                FileKind::Table(n) => !live.contains(&n),
-                FileKind::Wal(n) => n != new_wal,
-                FileKind::Manifest(n) => Some(n) != current_manifest,
-                FileKind::Temp(_) => true,
-                FileKind::Current | FileKind::Lock => false,
-            };
-            if obsolete {
-                match fs.remove(&dir.join(&name)) {
-                    Ok(()) => log::info!("removed {name}: not referenced by the manifest"),
-                    Err(e) => log::warn!("could not remove {name}: {e}"),
-                }
-            }
-        }
-
-        let mem = Arc::new(Memtable::new(new_wal));
         let file_numbers = versions.file_numbers();
         let tables = version_tables(&version)
             .map(|t| (t.number(), Arc::downgrade(t)))
@@ -645,6 +665,7 @@ impl Core {
             manual_done: 0,
             manual_error: None,
             next_manual: 0,
+            compaction_running: false,
         };
         Ok(Core {
             read_state: ArcSwap::from_pointee(ReadState {
@@ -660,17 +681,85 @@ impl Core {
             room_cv: Condvar::new(),
             bg_cv: Condvar::new(),
             done_cv: Condvar::new(),
-            wal: Mutex::new(Some(wal_writer)),
+            wal: Mutex::new(wal_writer),
             versions: Mutex::new(versions),
             file_numbers,
             visible_seq: AtomicU64::new(last_seq),
             snapshots: Mutex::new(BTreeMap::new()),
             counters,
             shutting_down,
-            lock: Mutex::new(Some(lock)),
+            lock: Mutex::new(lock),
             pending_outputs,
             tables: Mutex::new(tables),
         })
+    }
+
+    /// Starts a fresh manifest for this session, writes the replayed writes to an L0 table
+    /// and records that the old WALs are no longer needed. Returns the number of the WAL to
+    /// write to next.
+    #[allow(clippy::too_many_arguments)]
+    fn recover_for_writing(
+        fs: &Arc<dyn FileSystem>,
+        dir: &Path,
+        opts: &Options,
+        versions: &mut VersionSet,
+        recovered: &Memtable,
+        last_seq: SeqNo,
+        counters: &Counters,
+        shutting_down: &AtomicBool,
+        pending_outputs: &Mutex<BTreeSet<u64>>,
+    ) -> Result<u64> {
+        versions.write_new_manifest()?;
+        let new_wal = versions.new_file_number();
+        let numbers = versions.file_numbers();
+        let ctx = JobContext {
+            fs,
+            dir,
+            opts,
+            file_numbers: &numbers,
+            shutting_down,
+            pending_outputs,
+        };
+        let out = compaction::flush_memtable(&ctx, recovered, &versions.current())?;
+        let mut edit = out.edit;
+        edit.log_number = Some(new_wal);
+        edit.last_sequence = Some(last_seq);
+        versions.log_and_apply(edit, &out.opened)?;
+        pending_outputs.lock().clear();
+        if out.bytes_written > 0 {
+            Counters::add(&counters.flushes, 1);
+            Counters::add(&counters.bytes_flushed, out.bytes_written);
+            log::info!("recovered {} entries into an L0 table", recovered.len());
+        }
+        Ok(new_wal)
+    }
+
+    /// Removes the files the manifest does not reference: old WALs and manifests,
+    /// temporaries, and tables left by jobs that never committed.
+    fn remove_unreferenced(
+        fs: &dyn FileSystem,
+        dir: &Path,
+        versions: &VersionSet,
+        wal: u64,
+    ) -> Result<()> {
+        let live: HashSet<u64> = versions.current().live_numbers().into_iter().collect();
+        let current_manifest = versions.manifest_number();
+        for (name, kind) in vset::list_files(fs, dir)? {
+            let obsolete = match kind {
+                FileKind::Table(n) => !live.contains(&n),
+                FileKind::Wal(n) => n != wal,
+                FileKind::Manifest(n) => Some(n) != current_manifest,
+                FileKind::Temp(_) => true,
+                FileKind::Current | FileKind::Lock => false,
+            };
+            if obsolete {
+                match fs.remove(&dir.join(&name)) {
+                    Ok(()) => log::info!("removed {name}: not referenced by the manifest"),
+                    Err(e) => log::warn!("could not remove {name}: {e}"),
+                }
+            }
+        }
+        Ok(())
     }
 
     fn notify_all(&self) {
@@ -696,14 +785,27 @@ impl Core {
         self.shutting_down.load(Ordering::Acquire)
     }
 
-    fn check_writable(&self) -> Result<()> {
-        let st = self.state.lock();
-        Self::writable(&st)
+    fn check_open(&self) -> Result<()> {
+        if self.is_closed() {
+            Err(Error::Closed)
+        } else {
+            Ok(())
+        }
     }
 
-    fn writable(st: &State) -> Result<()> {
+    fn check_writable(&self) -> Result<()> {
+        let st = self.state.lock();
+        self.writable(&st)
+    }
+
+    fn writable(&self, st: &State) -> Result<()> {
         if st.shutting_down || st.closed {
             return Err(Error::Closed);
+        }
+        if self.opts.read_only {
+            return Err(Error::InvalidArgument(
+                "the database was opened read-only".into(),
+            ));
         }
         if let Some(p) = &st.poisoned {
             return Err(p.to_error());
@@ -725,7 +827,7 @@ impl Core {
 
     fn submit(&self, kind: PendingKind) -> Result<()> {
         let mut st = self.state.lock();
-        Self::writable(&st)?;
+        self.writable(&st)?;
         let id = st.next_id;
         st.next_id += 1;
         st.queue.push_back(Pending { id, kind });
@@ -852,7 +954,7 @@ impl Core {
     fn make_room(&self, st: &mut MutexGuard<'_, State>, mut force: bool) -> Result<()> {
         let mut slowed = false;
         loop {
-            Self::writable(st)?;
+            self.writable(st)?;
             let l0 = st.version.levels[0].len();
             if self.opts.auto_compaction && !slowed && l0 >= self.opts.l0_slowdown_trigger {
                 slowed = true;
@@ -930,15 +1032,7 @@ impl Core {
     }
 
     fn sync_wal(&self) -> Result<()> {
-        {
-            let st = self.state.lock();
-            if st.closed {
-                return Err(Error::Closed);
-            }
-            if let Some(p) = &st.poisoned {
-                return Err(p.to_error());
-            }
-        }
+        self.check_writable()?;
         let res = match self.wal.lock().as_mut() {
             Some(w) => w.sync(),
             None => Err(Error::Closed),
@@ -1270,6 +1364,7 @@ impl Core {
                     }
                     self.bg_cv.wait(&mut st);
                 }
+                st.compaction_running = true;
                 st.manual_compaction
             };
             let res = match manual {
@@ -1303,6 +1398,8 @@ impl Core {
                     }
                 }
             }
+            self.state.lock().compaction_running = false;
+            self.done_cv.notify_all();
             if let Some(id) = manual {
                 let mut st = self.state.lock();
                 st.manual_compaction = None;
@@ -1390,9 +1487,30 @@ impl Core {
         Ok(())
     }
 
+    fn wait_for_compactions(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        loop {
+            if st.shutting_down || st.closed {
+                return Err(Error::Closed);
+            }
+            let pending = !st.imms.is_empty()
+                || st.compaction_running
+                || (self.opts.auto_compaction
+                    && st.poisoned.is_none()
+                    && self.needs_compaction(&st.version));
+            if !pending {
+                return Ok(());
+            }
+            if let Some(p) = &st.poisoned {
+                return Err(p.to_error());
+            }
+            self.done_cv.wait_for(&mut st, Duration::from_millis(50));
+        }
+    }
+
     fn compact_all(&self) -> Result<()> {
         let mut st = self.state.lock();
-        Self::writable(&st)?;
+        self.writable(&st)?;
         st.next_manual += 1;
         let id = st.next_manual;
         while st.manual_compaction.is_some() {

@@ -46,6 +46,7 @@ mod error;
 pub mod filename;
 pub mod filter;
 pub mod fs;
+pub mod inspect;
 mod iter;
 mod key;
 mod memtable;

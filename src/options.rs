@@ -87,6 +87,7 @@ pub struct Options {
     pub(crate) target_table_size: u64,
     pub(crate) auto_compaction: bool,
     pub(crate) create_if_missing: bool,
+    pub(crate) read_only: bool,
     pub(crate) file_system: Arc<dyn FileSystem>,
 }
 
@@ -107,6 +108,7 @@ impl Default for Options {
             target_table_size: 8 << 20,
             auto_compaction: true,
             create_if_missing: true,
+            read_only: false,
             file_system: Arc::new(OsFs),
         }
     }
@@ -129,6 +131,7 @@ impl fmt::Debug for Options {
             .field("target_table_size", &self.target_table_size)
             .field("auto_compaction", &self.auto_compaction)
             .field("create_if_missing", &self.create_if_missing)
+            .field("read_only", &self.read_only)
             .field("file_system", &self.file_system)
             .finish()
     }
@@ -247,6 +250,13 @@ impl Options {
     /// Default true.
     pub fn create_if_missing(mut self, create: bool) -> Self {
         self.create_if_missing = create;
+        self
+    }
+
+    /// If true, open without the directory lock and without writing anything (see
+    /// [`Db::open_read_only`](crate::Db::open_read_only)). Default false.
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
         self
     }
 

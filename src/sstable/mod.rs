@@ -10,5 +10,5 @@ pub(crate) mod reader;
 
 pub(crate) use builder::{BuildOptions, TableBuilder};
 pub use properties::TableProperties;
-pub use reader::{IndexEntry, TableReader};
+pub use reader::{BlockInfo, IndexEntry, TableEntries, TableEntry, TableReader};
 pub(crate) use reader::{ReadCost, TableLookup};

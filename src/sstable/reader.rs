@@ -46,6 +46,80 @@ pub(crate) enum TableLookup {
     Absent,
 }
 
+/// One block of a table, as [`TableReader::blocks`] lists it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockInfo {
+    /// What the block holds.
+    pub kind: BlockKind,
+    /// Where its contents are (the 5-byte trailer follows them).
+    pub handle: BlockHandle,
+}
+
+/// One entry of a table, as the inspection API returns it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableEntry {
+    /// The user key.
+    pub key: Vec<u8>,
+    /// The write's sequence number.
+    pub seq: u64,
+    /// True for a tombstone (then `value` is empty).
+    pub tombstone: bool,
+    /// The value.
+    pub value: Vec<u8>,
+}
+
+/// Every entry of a table in order, one data block at a time (see [`TableReader::entries`]).
+#[derive(Debug)]
+pub struct TableEntries<'a> {
+    table: &'a TableReader,
+    block: usize,
+    buf: std::vec::IntoIter<BlockEntry>,
+    failed: bool,
+}
+
+impl Iterator for TableEntries<'_> {
+    type Item = Result<TableEntry>;
+
+    fn next(&mut self) -> Option<Result<TableEntry>> {
+        if self.failed {
+            return None;
+        }
+        loop {
+            if let Some((k, v)) = self.buf.next() {
+                let offset = self.table.index[self.block - 1].handle.offset;
+                return Some(match key::decode(&k) {
+                    Some((user, t)) => Ok(TableEntry {
+                        key: user.to_vec(),
+                        seq: key::trailer_seq(t),
+                        tombstone: key::trailer_kind(t) != Some(ValueKind::Put),
+                        value: v.to_vec(),
+                    }),
+                    None => {
+                        self.failed = true;
+                        Err(Error::corruption(
+                            &self.table.path,
+                            offset,
+                            "data block: key shorter than its trailer",
+                        ))
+                    }
+                });
+            }
+            if self.block >= self.table.index.len() {
+                return None;
+            }
+            let mut cost = ReadCost::default();
+            match self.table.data_block_entries(self.block, &mut cost) {
+                Ok(entries) => self.buf = entries.into_iter(),
+                Err(e) => {
+                    self.failed = true;
+                    return Some(Err(e));
+                }
+            }
+            self.block += 1;
+        }
+    }
+}
+
 /// An open table.
 #[derive(Debug)]
 pub struct TableReader {
@@ -303,6 +377,94 @@ impl TableReader {
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Opens a table file on the real file system (for tools).
+    pub fn open_file(path: &Path) -> Result<TableReader> {
+        TableReader::open(&crate::fs::OsFs, path)
+    }
+
+    /// Every block of the table in file order: data blocks, filter, index, properties.
+    pub fn blocks(&self) -> Vec<BlockInfo> {
+        let mut out: Vec<BlockInfo> = self
+            .index
+            .iter()
+            .map(|e| BlockInfo {
+                kind: BlockKind::Data,
+                handle: e.handle,
+            })
+            .collect();
+        if let Some(h) = self.footer.filter {
+            out.push(BlockInfo {
+                kind: BlockKind::Filter,
+                handle: h,
+            });
+        }
+        out.push(BlockInfo {
+            kind: BlockKind::Index,
+            handle: self.footer.index,
+        });
+        out.push(BlockInfo {
+            kind: BlockKind::Properties,
+            handle: self.footer.properties,
+        });
+        out.sort_by_key(|b| b.handle.offset);
+        out
+    }
+
+    /// Reads a block, checks its checksum and, for data blocks, decodes every entry.
+    ///
+    /// Errors: [`Error::Corruption`] naming the file and offset of what is wrong.
+    pub fn verify_block(&self, block: &BlockInfo) -> Result<()> {
+        let mut cost = ReadCost::default();
+        let raw = self.read_block(block.handle, block.kind, &mut cost)?;
+        if block.kind == BlockKind::Data {
+            let parsed = Block::parse(raw).ok_or_else(|| {
+                Error::corruption(
+                    &self.path,
+                    block.handle.offset,
+                    "data block: malformed restart array",
+                )
+            })?;
+            parsed.entries().ok_or_else(|| {
+                Error::corruption(
+                    &self.path,
+                    block.handle.offset,
+                    "data block: malformed entry",
+                )
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Every entry (all versions and tombstones) in internal-key order.
+    pub fn entries(&self) -> TableEntries<'_> {
+        TableEntries {
+            table: self,
+            block: 0,
+            buf: Vec::new().into_iter(),
+            failed: false,
+        }
+    }
+
+    /// The newest version of `user_key` in this table, if any (reads at most one block).
+    pub fn find(&self, user_key: &[u8]) -> Result<Option<TableEntry>> {
+        let mut cost = ReadCost::default();
+        Ok(match self.get(user_key, key::MAX_SEQ, &mut cost)? {
+            TableLookup::Value(v) => Some(TableEntry {
+                key: user_key.to_vec(),
+                seq: 0,
+                tombstone: false,
+                value: v.to_vec(),
+            }),
+            TableLookup::Deleted => Some(TableEntry {
+                key: user_key.to_vec(),
+                seq: 0,
+                tombstone: true,
+                value: Vec::new(),
+            }),
+            TableLookup::Absent => None,
+        })
     }
 
     /// Smallest user key.

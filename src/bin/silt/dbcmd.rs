@@ -1,0 +1,325 @@
+//! `silt db info|get`: read-only views of a database directory.
+
+use crate::output::{escape, line, parse_key, print_json, show, CliError};
+use clap::Args;
+use serde::Serialize;
+use siltdb::sstable::TableReader;
+use siltdb::{Db, TableOutcome};
+use std::path::{Path, PathBuf};
+
+fn check_dir(dir: &Path) -> Result<(), CliError> {
+    if !dir.exists() {
+        return Err(CliError::input(format!("not found: {}", dir.display())));
+    }
+    if !dir.is_dir() {
+        return Err(CliError::input(format!(
+            "{} is not a directory",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct TableRow {
+    number: u64,
+    bytes: u64,
+    entries: u64,
+    smallest: String,
+    largest: String,
+    filter_bytes: u64,
+    bits_per_key: f64,
+    predicted_fpr: f64,
+}
+
+#[derive(Serialize)]
+struct LevelRow {
+    level: usize,
+    tables: usize,
+    bytes: u64,
+    entries: u64,
+    smallest: Option<String>,
+    largest: Option<String>,
+    filter_bytes: u64,
+    bits_per_key: f64,
+    /// False-positive rate an absent key meets here (L0: summed over its tables).
+    expected_fpr: f64,
+    table_list: Vec<TableRow>,
+}
+
+#[derive(Serialize)]
+struct InfoJson {
+    dir: String,
+    manifest: String,
+    log_number: u64,
+    next_file_number: u64,
+    last_sequence: u64,
+    levels: Vec<LevelRow>,
+    filter_bytes: u64,
+    expected_wasted_reads_per_absent_get: f64,
+}
+
+/// `silt db info DIR`.
+pub fn info(dir: &Path, json: bool) -> Result<(), CliError> {
+    check_dir(dir)?;
+    let m = siltdb::inspect::read_manifest(dir)?;
+    let mut levels = Vec::new();
+    for (level, metas) in m.levels.iter().enumerate() {
+        let mut rows = Vec::new();
+        for meta in metas {
+            let path = dir.join(siltdb::filename::table_name(meta.number));
+            let t = TableReader::open_file(&path).map_err(|e| {
+                CliError::input(format!(
+                    "{} (the database may have changed while it was read; try again): {}",
+                    path.display(),
+                    crate::output::describe(&e)
+                ))
+            })?;
+            let (fbytes, bpk, fpr) = match t.filter() {
+                Some(f) => (f.memory_bytes() as u64, f.bits_per_key(), f.predicted_fpr()),
+                None => (0, 0.0, 1.0),
+            };
+            rows.push(TableRow {
+                number: meta.number,
+                bytes: meta.size,
+                entries: meta.entries,
+                smallest: escape(meta.smallest_user()),
+                largest: escape(meta.largest_user()),
+                filter_bytes: fbytes,
+                bits_per_key: bpk,
+                predicted_fpr: fpr,
+            });
+        }
+        let entries: u64 = rows.iter().map(|r| r.entries).sum();
+        let filter_bytes: u64 = rows.iter().map(|r| r.filter_bytes).sum();
+        let keys: f64 = rows
+            .iter()
+            .filter(|r| r.filter_bytes > 0)
+            .map(|r| r.entries as f64)
+            .sum();
+        let expected_fpr = if level == 0 {
+            rows.iter().map(|r| r.predicted_fpr).sum()
+        } else if entries > 0 {
+            rows.iter()
+                .map(|r| r.predicted_fpr * r.entries as f64)
+                .sum::<f64>()
+                / entries as f64
+        } else {
+            0.0
+        };
+        levels.push(LevelRow {
+            level,
+            tables: rows.len(),
+            bytes: rows.iter().map(|r| r.bytes).sum(),
+            entries,
+            smallest: metas.iter().map(|t| t.smallest_user()).min().map(escape),
+            largest: metas.iter().map(|t| t.largest_user()).max().map(escape),
+            filter_bytes,
+            bits_per_key: if keys > 0.0 {
+                filter_bytes as f64 * 8.0 / keys
+            } else {
+                0.0
+            },
+            expected_fpr,
+            table_list: rows,
+        });
+    }
+    let doc = InfoJson {
+        dir: dir.display().to_string(),
+        manifest: m.manifest.display().to_string(),
+        log_number: m.log_number,
+        next_file_number: m.next_file_number,
+        last_sequence: m.last_sequence,
+        filter_bytes: levels.iter().map(|l| l.filter_bytes).sum(),
+        expected_wasted_reads_per_absent_get: levels.iter().map(|l| l.expected_fpr).sum(),
+        levels,
+    };
+    if json {
+        return print_json(&doc);
+    }
+    let mut out = std::io::stdout().lock();
+    line(&mut out, &format!("database   {}", doc.dir))?;
+    line(
+        &mut out,
+        &format!(
+            "manifest   {} (log number {}, next file {}, last sequence {})",
+            doc.manifest, doc.log_number, doc.next_file_number, doc.last_sequence
+        ),
+    )?;
+    line(
+        &mut out,
+        &format!(
+            "{:<5} {:>6} {:>12} {:>10} {:>12} {:>8} {:>10}  key range",
+            "level", "tables", "bytes", "entries", "filter B", "bits/key", "exp. FPR"
+        ),
+    )?;
+    for l in doc.levels.iter().filter(|l| l.tables > 0) {
+        line(
+            &mut out,
+            &format!(
+                "L{:<4} {:>6} {:>12} {:>10} {:>12} {:>8.2} {:>9.4}%  {} .. {}",
+                l.level,
+                l.tables,
+                l.bytes,
+                l.entries,
+                l.filter_bytes,
+                l.bits_per_key,
+                l.expected_fpr * 100.0,
+                l.smallest.as_deref().unwrap_or(""),
+                l.largest.as_deref().unwrap_or("")
+            ),
+        )?;
+    }
+    line(
+        &mut out,
+        &format!("filters in RAM: {} bytes", doc.filter_bytes),
+    )?;
+    line(
+        &mut out,
+        &format!(
+            "expected wasted block reads per absent-key get: {:.5} (sum over levels of the false-positive rates such a get meets)",
+            doc.expected_wasted_reads_per_absent_get
+        ),
+    )?;
+    for l in doc.levels.iter().filter(|l| l.tables > 0) {
+        line(&mut out, &format!("L{}:", l.level))?;
+        for t in &l.table_list {
+            line(
+                &mut out,
+                &format!(
+                    "  {:06}.sst {:>10} bytes {:>9} entries  filter {:>9} B {:>6.2} bits/key FPR {:.4}%  {} .. {}",
+                    t.number,
+                    t.bytes,
+                    t.entries,
+                    t.filter_bytes,
+                    t.bits_per_key,
+                    t.predicted_fpr * 100.0,
+                    t.smallest,
+                    t.largest
+                ),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Arguments of `silt db get`.
+#[derive(Args, Debug)]
+pub struct GetArgs {
+    /// The database directory.
+    dir: PathBuf,
+    /// The key.
+    key: String,
+    /// Show what the read did in each table.
+    #[arg(long)]
+    explain: bool,
+    /// The key is hex, and the value is printed as hex.
+    #[arg(long)]
+    hex: bool,
+}
+
+#[derive(Serialize)]
+struct Visit {
+    level: usize,
+    table: u64,
+    outcome: &'static str,
+    block_reads: u64,
+    bytes_read: u64,
+}
+
+#[derive(Serialize)]
+struct GetJson {
+    key: String,
+    found: bool,
+    value: Option<String>,
+    memtables_searched: usize,
+    memtable_hit: bool,
+    tables: Vec<Visit>,
+    data_block_reads: u64,
+    bytes_read: u64,
+}
+
+fn outcome_name(o: TableOutcome) -> &'static str {
+    match o {
+        TableOutcome::OutOfRange => "out of range",
+        TableOutcome::FilterNegative => "filter: definitely not",
+        TableOutcome::FalsePositive => "filter: maybe; false positive",
+        TableOutcome::NotFound => "no filter; not found",
+        TableOutcome::Found => "found",
+        TableOutcome::Tombstone => "tombstone",
+    }
+}
+
+/// `silt db get DIR KEY [--explain]`: a read-only open, so it is safe beside a running writer.
+pub fn get(args: &GetArgs, json: bool) -> Result<(), CliError> {
+    check_dir(&args.dir)?;
+    let key = parse_key(&args.key, args.hex)?;
+    let db = Db::open_read_only(&args.dir)?;
+    let (value, trace) = db.get_traced(&key)?;
+    let doc = GetJson {
+        key: show(&key, args.hex),
+        found: value.is_some(),
+        value: value.as_deref().map(|v| show(v, args.hex)),
+        memtables_searched: trace.memtables_searched,
+        memtable_hit: trace.memtable_hit,
+        tables: trace
+            .tables
+            .iter()
+            .map(|v| Visit {
+                level: v.level,
+                table: v.table_id,
+                outcome: outcome_name(v.outcome),
+                block_reads: v.block_reads,
+                bytes_read: v.bytes_read,
+            })
+            .collect(),
+        data_block_reads: trace.data_block_reads,
+        bytes_read: trace.bytes_read,
+    };
+    if json {
+        return print_json(&doc);
+    }
+    let mut out = std::io::stdout().lock();
+    match &doc.value {
+        Some(v) => line(&mut out, v)?,
+        None => line(&mut out, "(not found)")?,
+    }
+    if args.explain {
+        line(
+            &mut out,
+            &format!(
+                "memtables searched: {}{}",
+                doc.memtables_searched,
+                if doc.memtable_hit {
+                    " (answered by a memtable)"
+                } else {
+                    ""
+                }
+            ),
+        )?;
+        line(
+            &mut out,
+            &format!(
+                "{:<6} {:<12} {:<32} {:>7} {:>7}",
+                "level", "table", "outcome", "blocks", "bytes"
+            ),
+        )?;
+        for v in &doc.tables {
+            line(
+                &mut out,
+                &format!(
+                    "L{:<5} {:06}.sst   {:<32} {:>7} {:>7}",
+                    v.level, v.table, v.outcome, v.block_reads, v.bytes_read
+                ),
+            )?;
+        }
+        line(
+            &mut out,
+            &format!(
+                "total: {} data blocks, {} bytes read",
+                doc.data_block_reads, doc.bytes_read
+            ),
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,261 @@
+//! `silt wal dump` and `silt manifest dump`.
+
+use crate::output::{line, show, CliError};
+use serde::Serialize;
+use siltdb::inspect::{self, LogEnd, LogRecord};
+use std::path::Path;
+
+#[derive(Serialize)]
+struct Op {
+    seq: u64,
+    op: &'static str,
+    key: String,
+    value: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Record {
+    offset: u64,
+    length: u64,
+    crc: &'static str,
+    ops: Option<Vec<Op>>,
+    edit: Option<serde_json::Value>,
+    error: Option<String>,
+}
+
+#[derive(Serialize)]
+struct End {
+    status: &'static str,
+    offset: Option<u64>,
+    bytes: Option<u64>,
+    detail: Option<String>,
+}
+
+fn end_json(end: &LogEnd) -> End {
+    match end {
+        LogEnd::Clean => End {
+            status: "clean",
+            offset: None,
+            bytes: None,
+            detail: None,
+        },
+        LogEnd::TornTail { offset, bytes } => End {
+            status: "torn tail (an interrupted write; recovery cuts it off)",
+            offset: Some(*offset),
+            bytes: Some(*bytes),
+            detail: None,
+        },
+        LogEnd::Corrupt { offset, detail } => End {
+            status: "CORRUPT",
+            offset: Some(*offset),
+            bytes: None,
+            detail: Some(detail.clone()),
+        },
+    }
+}
+
+fn read(file: &Path) -> Result<(Vec<LogRecord>, LogEnd), CliError> {
+    if !file.exists() {
+        return Err(CliError::input(format!("not found: {}", file.display())));
+    }
+    Ok(inspect::read_log(file)?)
+}
+
+fn finish(
+    file: &Path,
+    end: &LogEnd,
+    json: bool,
+    out: &mut impl std::io::Write,
+) -> Result<(), CliError> {
+    let e = end_json(end);
+    if json {
+        line(
+            out,
+            &serde_json::to_string(&serde_json::json!({ "end": e }))?,
+        )?;
+    } else {
+        match end {
+            LogEnd::Clean => line(out, "end: clean")?,
+            LogEnd::TornTail { offset, bytes } => line(out, &format!("end: torn tail of {bytes} bytes at offset {offset} (an interrupted write; recovery cuts it off)"))?,
+            LogEnd::Corrupt { .. } => {}
+        }
+    }
+    if let LogEnd::Corrupt { offset, detail } = end {
+        return Err(CliError::input(format!(
+            "corrupt file {} at offset {offset}: {detail}",
+            file.display()
+        )));
+    }
+    Ok(())
+}
+
+/// `silt wal dump FILE`: one line (or JSON line) per record.
+pub fn wal_dump(file: &Path, hex: bool, json: bool) -> Result<(), CliError> {
+    let (records, end) = read(file)?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for r in &records {
+        let ops = inspect::decode_wal_payload(&r.payload);
+        let rec = Record {
+            offset: r.offset,
+            length: r.len,
+            crc: "ok",
+            ops: ops.as_ref().map(|ops| {
+                ops.iter()
+                    .map(|o| Op {
+                        seq: o.seq,
+                        op: if o.tombstone { "delete" } else { "put" },
+                        key: show(&o.key, hex),
+                        value: (!o.tombstone).then(|| show(&o.value, hex)),
+                    })
+                    .collect()
+            }),
+            edit: None,
+            error: ops
+                .is_none()
+                .then(|| "checksum ok but the payload does not decode".to_string()),
+        };
+        if json {
+            line(&mut out, &serde_json::to_string(&rec)?)?;
+            continue;
+        }
+        match &rec.ops {
+            Some(ops) => {
+                let first = ops.first().map_or(0, |o| o.seq);
+                line(
+                    &mut out,
+                    &format!(
+                        "record @{} len {} crc ok: {} ops from seq {first}",
+                        rec.offset,
+                        rec.length,
+                        ops.len()
+                    ),
+                )?;
+                for o in ops {
+                    match &o.value {
+                        Some(v) => line(&mut out, &format!("  {} put {} => {}", o.seq, o.key, v))?,
+                        None => line(&mut out, &format!("  {} delete {}", o.seq, o.key))?,
+                    }
+                }
+            }
+            None => line(
+                &mut out,
+                &format!(
+                    "record @{} len {} crc ok: MALFORMED payload",
+                    rec.offset, rec.length
+                ),
+            )?,
+        }
+    }
+    finish(file, &end, json, &mut out)?;
+    std::io::Write::flush(&mut out).ok();
+    Ok(())
+}
+
+fn edit_json(e: &inspect::VersionEdit) -> serde_json::Value {
+    let table = |l: &u32, m: &inspect::FileMeta| {
+        serde_json::json!({
+            "level": l, "number": m.number, "size": m.size, "entries": m.entries,
+            "smallest": crate::output::escape(m.smallest_user()),
+            "largest": crate::output::escape(m.largest_user()),
+            "min_seq": m.min_seq, "max_seq": m.max_seq,
+        })
+    };
+    serde_json::json!({
+        "log_number": e.log_number,
+        "next_file_number": e.next_file_number,
+        "last_sequence": e.last_sequence,
+        "compact_pointers": e.compact_pointers.iter().map(|(l, k)| serde_json::json!({"level": l, "key": crate::output::escape(k)})).collect::<Vec<_>>(),
+        "deleted": e.deleted.iter().map(|(l, n)| serde_json::json!({"level": l, "number": n})).collect::<Vec<_>>(),
+        "added": e.added.iter().map(|(l, m)| table(l, m)).collect::<Vec<_>>(),
+    })
+}
+
+/// `silt manifest dump DIR`: every edit of the live manifest.
+pub fn manifest_dump(dir: &Path, json: bool) -> Result<(), CliError> {
+    if !dir.is_dir() {
+        return Err(CliError::input(format!(
+            "not found or not a directory: {}",
+            dir.display()
+        )));
+    }
+    let path = inspect::current_manifest(dir)?;
+    let (records, end) = read(&path)?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    if !json {
+        line(&mut out, &format!("manifest {}", path.display()))?;
+    }
+    for r in &records {
+        let edit = inspect::decode_manifest_payload(&r.payload);
+        if json {
+            let rec = Record {
+                offset: r.offset,
+                length: r.len,
+                crc: "ok",
+                ops: None,
+                edit: edit.as_ref().ok().map(edit_json),
+                error: edit.as_ref().err().cloned(),
+            };
+            line(&mut out, &serde_json::to_string(&rec)?)?;
+            continue;
+        }
+        match edit {
+            Ok(e) => {
+                let mut parts = Vec::new();
+                if let Some(n) = e.log_number {
+                    parts.push(format!("log_number={n}"));
+                }
+                if let Some(n) = e.next_file_number {
+                    parts.push(format!("next_file={n}"));
+                }
+                if let Some(n) = e.last_sequence {
+                    parts.push(format!("last_seq={n}"));
+                }
+                line(
+                    &mut out,
+                    &format!(
+                        "edit @{} len {} crc ok: {}",
+                        r.offset,
+                        r.len,
+                        parts.join(" ")
+                    ),
+                )?;
+                for (l, k) in &e.compact_pointers {
+                    line(
+                        &mut out,
+                        &format!(
+                            "  compact pointer L{l} {}",
+                            crate::output::escape(
+                                inspect::split_internal_key(k).map_or(&k[..], |s| s.0)
+                            )
+                        ),
+                    )?;
+                }
+                for (l, n) in &e.deleted {
+                    line(&mut out, &format!("  - L{l} {n:06}.sst"))?;
+                }
+                for (l, m) in &e.added {
+                    line(
+                        &mut out,
+                        &format!(
+                            "  + L{l} {:06}.sst {} bytes {} entries seq {}..{} keys {} .. {}",
+                            m.number,
+                            m.size,
+                            m.entries,
+                            m.min_seq,
+                            m.max_seq,
+                            crate::output::escape(m.smallest_user()),
+                            crate::output::escape(m.largest_user())
+                        ),
+                    )?;
+                }
+            }
+            Err(d) => line(
+                &mut out,
+                &format!("edit @{} len {} crc ok: MALFORMED ({d})", r.offset, r.len),
+            )?,
+        }
+    }
+    finish(&path, &end, json, &mut out)?;
+    std::io::Write::flush(&mut out).ok();
+    Ok(())
+}

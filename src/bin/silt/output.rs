@@ -1,0 +1,172 @@
+//! Output helpers: errors with exit codes, key escaping, hex, streaming writes.
+
+use siltdb::Error;
+use std::io::{self, Write};
+
+/// An error to report in one line with an exit status.
+#[derive(Debug)]
+pub struct CliError {
+    pub code: u8,
+    pub message: String,
+}
+
+impl CliError {
+    /// Bad input or an unusable file: status 2.
+    pub fn input(message: impl Into<String>) -> CliError {
+        CliError {
+            code: 2,
+            message: message.into(),
+        }
+    }
+
+    /// A check found problems (already printed): status 1.
+    pub fn found_problems(message: impl Into<String>) -> CliError {
+        CliError {
+            code: 1,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<Error> for CliError {
+    fn from(e: Error) -> CliError {
+        CliError::input(describe(&e))
+    }
+}
+
+impl From<io::Error> for CliError {
+    fn from(e: io::Error) -> CliError {
+        CliError::input(format!("output error: {e}"))
+    }
+}
+
+impl From<serde_json::Error> for CliError {
+    fn from(e: serde_json::Error) -> CliError {
+        CliError::input(format!("JSON error: {e}"))
+    }
+}
+
+/// One line saying what went wrong, which file, which offset.
+pub fn describe(e: &Error) -> String {
+    match e {
+        Error::Corruption {
+            file,
+            offset,
+            detail,
+        } => {
+            format!(
+                "corrupt file {} at offset {offset}: {detail}",
+                file.display()
+            )
+        }
+        Error::Io(io) if io.kind() == io::ErrorKind::NotFound => format!("not found: {io}"),
+        other => other.to_string(),
+    }
+}
+
+/// Escapes bytes for display: printable ASCII as is, `\\` doubled, the rest as `\xHH`.
+pub fn escape(b: &[u8]) -> String {
+    let mut s = String::with_capacity(b.len());
+    for &c in b {
+        match c {
+            b'\\' => s.push_str("\\\\"),
+            0x20..=0x7e => s.push(c as char),
+            _ => s.push_str(&format!("\\x{c:02x}")),
+        }
+    }
+    s
+}
+
+/// Lower-case hex.
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|c| format!("{c:02x}")).collect()
+}
+
+/// Escaped or hex, as asked.
+pub fn show(b: &[u8], as_hex: bool) -> String {
+    if as_hex {
+        hex(b)
+    } else {
+        escape(b)
+    }
+}
+
+/// Parses a key given on the command line: hex with `--hex`, else text where `\xHH` escapes
+/// a byte and `\\` a backslash.
+pub fn parse_key(s: &str, as_hex: bool) -> Result<Vec<u8>, CliError> {
+    if as_hex {
+        if s.len() % 2 != 0 {
+            return Err(CliError::input(format!(
+                "hex key {s:?} has an odd number of digits"
+            )));
+        }
+        return (0..s.len())
+            .step_by(2)
+            .map(|i| {
+                u8::from_str_radix(&s[i..i + 2], 16)
+                    .map_err(|_| CliError::input(format!("hex key {s:?} has a non-hex digit")))
+            })
+            .collect();
+    }
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\' && i + 1 < bytes.len() {
+            if bytes[i + 1] == b'\\' {
+                out.push(b'\\');
+                i += 2;
+                continue;
+            }
+            if bytes[i + 1] == b'x' && i + 3 < bytes.len() + 1 {
+                if let Some(h) = s.get(i + 2..i + 4) {
+                    if let Ok(v) = u8::from_str_radix(h, 16) {
+                        out.push(v);
+                        i += 4;
+                        continue;
+                    }
+                }
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    Ok(out)
+}
+
+/// Writes a line to stdout; a closed pipe (`silt ... | head`) ends the program quietly.
+pub fn line(out: &mut impl Write, s: &str) -> Result<(), CliError> {
+    match writeln!(out, "{s}") {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Err(CliError {
+            code: 0,
+            message: String::new(),
+        }),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Prints a JSON document on one line.
+pub fn print_json(value: &impl serde::Serialize) -> Result<(), CliError> {
+    let mut out = io::stdout().lock();
+    let s = serde_json::to_string_pretty(value)?;
+    line(&mut out, &s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_and_parse_roundtrip() {
+        let raw = b"a\\b\x00\xffz".to_vec();
+        let shown = escape(&raw);
+        assert_eq!(shown, "a\\\\b\\x00\\xffz");
+        assert_eq!(parse_key(&shown, false).unwrap(), raw);
+        assert_eq!(parse_key("00ff10", true).unwrap(), vec![0, 255, 16]);
+        assert!(parse_key("0", true).is_err());
+        assert!(parse_key("zz", true).is_err());
+        assert_eq!(parse_key("plain", false).unwrap(), b"plain");
+        assert_eq!(parse_key("\\x4", false).unwrap(), b"\\x4");
+    }
+}

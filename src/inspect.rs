@@ -1,0 +1,198 @@
+//! The inspection API: read-only access to WAL and manifest records for tools such as the
+//! `silt` CLI. Tables are inspected through [`TableReader`](crate::sstable::TableReader).
+//!
+//! Everything here reads files and never writes; it is safe on a database that another
+//! process has open (a file removed underneath is reported as an I/O error).
+
+use crate::error::{io_context, Result};
+use crate::fs::{FileSystem, OsFs};
+use crate::key::ValueKind;
+use crate::record::{RecordReader, HEADER_LEN};
+use crate::version::set as vset;
+use crate::wal;
+use std::path::{Path, PathBuf};
+
+pub use crate::version::{FileMeta, VersionEdit, NUM_LEVELS};
+
+/// One record of a WAL or manifest.
+#[derive(Clone, Debug)]
+pub struct LogRecord {
+    /// Offset of the record header in the file.
+    pub offset: u64,
+    /// Bytes of the record, header included.
+    pub len: u64,
+    /// The payload (its checksum matched).
+    pub payload: Vec<u8>,
+}
+
+/// How a log ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LogEnd {
+    /// Every byte belonged to a valid record.
+    Clean,
+    /// The last record was incomplete or failed its checksum, with nothing valid after it:
+    /// an interrupted write, which recovery cuts off.
+    TornTail {
+        /// Where it starts.
+        offset: u64,
+        /// Its length.
+        bytes: u64,
+    },
+    /// A record fails its checksum and valid records follow: corruption.
+    Corrupt {
+        /// Where the bad record starts.
+        offset: u64,
+        /// What is wrong.
+        detail: String,
+    },
+}
+
+/// Reads every record of a log file on the real file system.
+///
+/// Errors: [`Error::Io`](crate::Error::Io) if the file cannot be read. Corruption is reported
+/// in [`LogEnd`], after the records before it.
+pub fn read_log(path: &Path) -> Result<(Vec<LogRecord>, LogEnd)> {
+    let fs = OsFs;
+    let file = fs.open(path).map_err(|e| io_context("open", path, e))?;
+    let mut reader = RecordReader::new(file, path);
+    let mut records = Vec::new();
+    loop {
+        match reader.next() {
+            Ok(Some(r)) => records.push(LogRecord {
+                offset: r.offset,
+                len: (HEADER_LEN + r.payload.len()) as u64,
+                payload: r.payload,
+            }),
+            Ok(None) => {
+                let end = match reader.tail().torn_at {
+                    Some(offset) => LogEnd::TornTail {
+                        offset,
+                        bytes: reader.tail().dropped_bytes,
+                    },
+                    None => LogEnd::Clean,
+                };
+                return Ok((records, end));
+            }
+            Err(crate::Error::Corruption { offset, detail, .. }) => {
+                return Ok((records, LogEnd::Corrupt { offset, detail }))
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// One operation of a WAL record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WalOp {
+    /// Sequence number of the operation.
+    pub seq: u64,
+    /// True for a removal.
+    pub tombstone: bool,
+    /// The key.
+    pub key: Vec<u8>,
+    /// The value (empty for a removal).
+    pub value: Vec<u8>,
+}
+
+/// Decodes a WAL record payload into its operations; `None` if it is malformed.
+pub fn decode_wal_payload(payload: &[u8]) -> Option<Vec<WalOp>> {
+    let batch = wal::decode_payload(payload.to_vec())?;
+    Some(
+        batch
+            .ops
+            .into_iter()
+            .enumerate()
+            .map(|(i, op)| WalOp {
+                seq: batch.first_seq + i as u64,
+                tombstone: op.kind == ValueKind::Delete,
+                key: op.key.to_vec(),
+                value: op.value.to_vec(),
+            })
+            .collect(),
+    )
+}
+
+/// Decodes a manifest record payload.
+///
+/// Errors: a description of what is malformed.
+pub fn decode_manifest_payload(payload: &[u8]) -> std::result::Result<VersionEdit, String> {
+    VersionEdit::decode(payload)
+}
+
+/// The tree a database's manifest describes, read without opening the database.
+#[derive(Clone, Debug)]
+pub struct ManifestSummary {
+    /// The live manifest file.
+    pub manifest: PathBuf,
+    /// WALs numbered below this are obsolete.
+    pub log_number: u64,
+    /// Next file number.
+    pub next_file_number: u64,
+    /// Largest sequence number in a table.
+    pub last_sequence: u64,
+    /// Edits read.
+    pub edits: u64,
+    /// Bytes of a torn last record that were ignored.
+    pub torn_bytes: u64,
+    /// Tables per level, L0 newest first, deeper levels by key.
+    pub levels: Vec<Vec<FileMeta>>,
+}
+
+/// The path of the live manifest of the database in `dir`.
+///
+/// Errors: [`Error::InvalidArgument`](crate::Error::InvalidArgument) if `dir` holds no
+/// database; [`Error::Corruption`](crate::Error::Corruption) for a bad `CURRENT`.
+pub fn current_manifest(dir: &Path) -> Result<PathBuf> {
+    match vset::read_current(&OsFs, dir)? {
+        Some(n) => Ok(dir.join(crate::filename::manifest_name(n))),
+        None => Err(crate::Error::InvalidArgument(format!(
+            "{} holds no database (no CURRENT file)",
+            dir.display()
+        ))),
+    }
+}
+
+/// Reads the live manifest of the database in `dir`.
+///
+/// Errors: as [`current_manifest`], and [`Error::Corruption`](crate::Error::Corruption) for a
+/// damaged manifest.
+pub fn read_manifest(dir: &Path) -> Result<ManifestSummary> {
+    let manifest = current_manifest(dir)?;
+    let number =
+        match crate::filename::parse(manifest.file_name().and_then(|n| n.to_str()).unwrap_or("")) {
+            Some(crate::filename::FileKind::Manifest(n)) => n,
+            _ => 0,
+        };
+    let st = vset::replay_manifest(&OsFs, dir, number)?;
+    let mut levels: Vec<Vec<FileMeta>> = st
+        .levels
+        .iter()
+        .map(|l| l.values().cloned().collect())
+        .collect();
+    if let Some(l0) = levels.first_mut() {
+        l0.sort_by_key(|m| std::cmp::Reverse((m.max_seq, m.number)));
+    }
+    for l in levels.iter_mut().skip(1) {
+        l.sort_by(|a, b| crate::key::cmp_encoded(&a.smallest, &b.smallest));
+    }
+    Ok(ManifestSummary {
+        manifest,
+        log_number: st.log_number,
+        next_file_number: st.next_file_number,
+        last_sequence: st.last_sequence,
+        edits: st.edits,
+        torn_bytes: st.torn_bytes,
+        levels,
+    })
+}
+
+/// Splits an internal key (user key ++ 8-byte trailer) into user key, sequence number and
+/// tombstone flag; `None` if it is shorter than a trailer.
+pub fn split_internal_key(ikey: &[u8]) -> Option<(&[u8], u64, bool)> {
+    let (user, t) = crate::key::decode(ikey)?;
+    Some((
+        user,
+        crate::key::trailer_seq(t),
+        crate::key::trailer_kind(t) != Some(ValueKind::Put),
+    ))
+}
