@@ -40,6 +40,10 @@ use std::time::Duration;
 /// Most bytes of queued batches one leader commits in one WAL record.
 const MAX_GROUP_BYTES: usize = 1 << 20;
 
+/// Consecutive failures of background jobs after which writes are refused: writers would
+/// otherwise wait forever for room that never comes.
+const MAX_BACKGROUND_FAILURES: u32 = 8;
+
 /// What a read sees: the memtables and the version, swapped atomically as a whole.
 #[derive(Debug)]
 pub(crate) struct ReadState {
@@ -81,6 +85,8 @@ struct State {
     sealed: u64,
     flushed: u64,
     flush_error: Option<String>,
+    /// Flushes that failed so far.
+    flush_failures: u64,
     /// Why writes are refused, if they are.
     poisoned: Option<PoisonReason>,
     shutting_down: bool,
@@ -188,8 +194,10 @@ fn close_core(core: &Arc<Core>, threads: &Mutex<Vec<JoinHandle<()>>>) -> Result<
     for t in threads.lock().drain(..) {
         let _ = t.join();
     }
-    let res = match core.wal.lock().as_mut() {
-        Some(w) => w.sync(),
+    // Take the WAL away so that a leader still inside `lead` fails with `Closed` instead of
+    // appending after the final sync.
+    let res = match core.wal.lock().take() {
+        Some(mut w) => w.sync(),
         None => Ok(()),
     };
     core.state.lock().closed = true;
@@ -317,25 +325,22 @@ impl Db {
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         let core = self.core();
         core.check_open()?;
-        let seq = core.visible_seq.load(Ordering::Acquire);
-        Ok(core.get_at(key.as_ref(), seq, None)?.map(|b| b.to_vec()))
+        Ok(core.get_at(key.as_ref(), None, None)?.map(|b| b.to_vec()))
     }
 
     /// True if `key` has a value. Errors as [`get`](Db::get).
     pub fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool> {
         let core = self.core();
         core.check_open()?;
-        let seq = core.visible_seq.load(Ordering::Acquire);
-        Ok(core.get_at(key.as_ref(), seq, None)?.is_some())
+        Ok(core.get_at(key.as_ref(), None, None)?.is_some())
     }
 
     /// The same read as [`get`](Db::get), with a [`ReadTrace`] of what it did per table.
     pub fn get_traced(&self, key: impl AsRef<[u8]>) -> Result<(Option<Vec<u8>>, ReadTrace)> {
         let core = self.core();
         core.check_open()?;
-        let seq = core.visible_seq.load(Ordering::Acquire);
         let mut trace = ReadTrace::default();
-        let v = core.get_at(key.as_ref(), seq, Some(&mut trace))?;
+        let v = core.get_at(key.as_ref(), None, Some(&mut trace))?;
         Ok((v.map(|b| b.to_vec()), trace))
     }
 
@@ -344,23 +349,17 @@ impl Db {
     /// iteration with an error.
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Iter {
         let core = self.core();
-        let seq = core.visible_seq.load(Ordering::Acquire);
-        scan::new_iter(
-            core.clone(),
-            core.read_state.load_full(),
-            seq,
-            scan::bounds(&range),
-            None,
-        )
+        let (state, seq) = core.read_point();
+        scan::new_iter(core.clone(), state, seq, scan::bounds(&range), None)
     }
 
     /// Entries whose keys start with `prefix`, as [`range`](Db::range).
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter {
         let core = self.core();
-        let seq = core.visible_seq.load(Ordering::Acquire);
+        let (state, seq) = core.read_point();
         scan::new_iter(
             core.clone(),
-            core.read_state.load_full(),
+            state,
             seq,
             scan::prefix_bounds(prefix.as_ref()),
             None,
@@ -595,7 +594,7 @@ impl Core {
         let mut last_seq = versions.last_sequence();
         for &n in &wals {
             let path = filename::wal_path(&dir, n);
-            let tail = wal::replay(fs.as_ref(), &path, |batch| {
+            let tail = wal::replay(fs.as_ref(), &path, n, |batch| {
                 let mut seq = batch.first_seq;
                 for op in batch.ops {
                     recovered.insert(op.key, seq, op.kind, op.value);
@@ -634,7 +633,7 @@ impl Core {
                 &pending_outputs,
             )?;
             let wal_path = filename::wal_path(&dir, new_wal);
-            let writer = WalWriter::create(fs.as_ref(), &wal_path)?;
+            let writer = WalWriter::create(fs.as_ref(), &wal_path, new_wal)?;
             fs.sync_dir(&dir)
                 .map_err(|e| io_context("sync directory", &dir, e))?;
             Self::remove_unreferenced(fs.as_ref(), &dir, &versions, new_wal)?;
@@ -658,6 +657,7 @@ impl Core {
             sealed: 0,
             flushed: 0,
             flush_error: None,
+            flush_failures: 0,
             poisoned: None,
             shutting_down: false,
             closed: false,
@@ -985,7 +985,7 @@ impl Core {
         let number = self.file_numbers.fetch_add(1, Ordering::SeqCst);
         let path = filename::wal_path(&self.dir, number);
         let res = (|| -> Result<()> {
-            let new_wal = WalWriter::create(self.fs.as_ref(), &path)?;
+            let new_wal = WalWriter::create(self.fs.as_ref(), &path, number)?;
             self.fs
                 .sync_dir(&self.dir)
                 .map_err(|e| io_context("sync directory", &self.dir, e))?;
@@ -1014,7 +1014,7 @@ impl Core {
         self.submit(PendingKind::Seal)?;
         let mut st = self.state.lock();
         let target = st.sealed;
-        let err_before = st.flush_error.clone();
+        let failures_before = st.flush_failures;
         while st.flushed < target {
             if st.shutting_down || st.closed {
                 return Err(Error::Closed);
@@ -1022,7 +1022,7 @@ impl Core {
             if let Some(p) = &st.poisoned {
                 return Err(p.to_error());
             }
-            if st.flush_error.is_some() && st.flush_error != err_before {
+            if st.flush_failures > failures_before {
                 let msg = st.flush_error.clone().unwrap_or_default();
                 return Err(Error::Io(std::io::Error::other(msg)));
             }
@@ -1046,14 +1046,24 @@ impl Core {
 
     // ---------------------------------------------------------------- reads
 
-    /// The point read behind every get.
+    /// The read state and the sequence number of a read at this moment. The state is loaded
+    /// first: every version it holds was built with a smallest snapshot at or below the
+    /// sequence number read after it, so no version the read can see was dropped.
+    pub(crate) fn read_point(&self) -> (Arc<ReadState>, SeqNo) {
+        let state = self.read_state.load_full();
+        let seq = self.visible_seq.load(Ordering::Acquire);
+        (state, seq)
+    }
+
+    /// The point read behind every get: at `seq` (a snapshot), or at the latest write.
     pub(crate) fn get_at(
         &self,
         key: &[u8],
-        seq: SeqNo,
+        seq: Option<SeqNo>,
         mut trace: Option<&mut ReadTrace>,
     ) -> Result<Option<Bytes>> {
         let rs = self.read_state.load();
+        let seq = seq.unwrap_or_else(|| self.visible_seq.load(Ordering::Acquire));
         let mut g = GetCounters::default();
         let res = self.get_in(&rs, key, seq, &mut g, trace.as_deref_mut());
         self.counters.record_get(&g);
@@ -1229,20 +1239,17 @@ impl Core {
     ) -> Result<()> {
         let mut vs = self.versions.lock();
         let res = vs.log_and_apply(edit, opened);
-        {
+        if res.is_ok() {
             let mut tables = self.tables.lock();
             tables.retain(|_, w| w.strong_count() > 0);
             let mut pending = self.pending_outputs.lock();
             for t in opened {
                 pending.remove(&t.number());
-                if res.is_ok() {
-                    tables.insert(t.number(), Arc::downgrade(t));
-                } else {
-                    // Never committed: the files go when the handles do.
-                    t.mark_obsolete();
-                }
+                tables.insert(t.number(), Arc::downgrade(t));
             }
         }
+        // On failure the outputs stay on disk and stay listed as pending: the edit may have
+        // reached the disk, so they may be referenced; the next open removes them if not.
         match res {
             Ok(version) => {
                 let mut st = self.state.lock();
@@ -1289,6 +1296,15 @@ impl Core {
                     log::error!("{}: flush failed: {e}", self.dir.display());
                     let mut st = self.state.lock();
                     st.flush_error = Some(format!("flush failed: {e}"));
+                    st.flush_failures += 1;
+                    if failures >= MAX_BACKGROUND_FAILURES {
+                        self.poison(
+                            &mut st,
+                            PoisonReason::Io(format!(
+                                "{failures} flushes in a row failed; the last: {e}"
+                            )),
+                        );
+                    }
                     self.done_cv.notify_all();
                     if matches!(e, Error::Poisoned(_)) {
                         // The manifest cannot take edits any more: flushing is over until
@@ -1380,6 +1396,15 @@ impl Core {
                     failures += 1;
                     Counters::add(&self.counters.background_errors, 1);
                     log::error!("{}: compaction failed: {e}", self.dir.display());
+                    if failures >= MAX_BACKGROUND_FAILURES {
+                        let mut st = self.state.lock();
+                        self.poison(
+                            &mut st,
+                            PoisonReason::Io(format!(
+                                "{failures} compactions in a row failed; the last: {e}"
+                            )),
+                        );
+                    }
                     if let Error::Corruption {
                         file,
                         offset,

@@ -47,14 +47,26 @@ pub enum LogEnd {
     },
 }
 
-/// Reads every record of a log file on the real file system.
+/// Reads every record of a log file (`NNNNNN.wal` or `MANIFEST-NNNNNN`) on the real file
+/// system. Records are bound to the number in the file's name (see `docs/format.md`).
 ///
-/// Errors: [`Error::Io`](crate::Error::Io) if the file cannot be read. Corruption is reported
-/// in [`LogEnd`], after the records before it.
+/// Errors: [`Error::InvalidArgument`](crate::Error::InvalidArgument) if the name is not a
+/// log's name, [`Error::Io`](crate::Error::Io) if the file cannot be read. Corruption is
+/// reported in [`LogEnd`], after the records before it.
 pub fn read_log(path: &Path) -> Result<(Vec<LogRecord>, LogEnd)> {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let number = match crate::filename::parse(name) {
+        Some(crate::filename::FileKind::Wal(n)) | Some(crate::filename::FileKind::Manifest(n)) => n,
+        _ => {
+            return Err(crate::Error::InvalidArgument(format!(
+                "{}: not a log file name (NNNNNN.wal or MANIFEST-NNNNNN): its records are bound to that number",
+                path.display()
+            )))
+        }
+    };
     let fs = OsFs;
     let file = fs.open(path).map_err(|e| io_context("open", path, e))?;
-    let mut reader = RecordReader::new(file, path);
+    let mut reader = RecordReader::new(file, path, number);
     let mut records = Vec::new();
     loop {
         match reader.next() {

@@ -1,10 +1,15 @@
 //! Framed, checksummed record logs: the byte format shared by the WAL and the manifest.
 //!
 //! ```text
-//! record := crc u32 LE | len u32 LE | kind u8 | payload[len]
-//! crc    := mask(crc32(len LE ++ kind ++ payload))
-//! kind   := 1 (a whole record; 0 and 2..=255 are invalid)
+//! record     := payload_crc u32 | len u32 | kind u8 | reserved [u8; 3] | header_crc u32 | payload
+//! payload_crc = mask(crc32(payload))
+//! header_crc  = mask(crc32(file_number u64 LE ++ record[0..12]))
+//! kind        = 1 (a whole record); reserved = 0
 //! ```
+//!
+//! The header has its own checksum, bound to the number of the log file, so that a candidate
+//! record start is judged in constant time and a record copied from another log (or stored
+//! inside a value) never validates here.
 //!
 //! Reading tells a *torn tail* (the last record is incomplete or fails its checksum and no
 //! valid record follows: a write that was cut short by a crash) from *corruption* (a bad record
@@ -17,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Bytes before the payload of each record.
-pub(crate) const HEADER_LEN: usize = 9;
+pub(crate) const HEADER_LEN: usize = 16;
 const KIND_FULL: u8 = 1;
 /// Largest payload accepted (1 GiB + slack for framing of a maximal batch).
 pub(crate) const MAX_PAYLOAD: usize = (1 << 30) + (1 << 20);
@@ -27,30 +32,50 @@ pub(crate) fn mask_crc(crc: u32) -> u32 {
     crc.rotate_right(15).wrapping_add(0xa282_ead8)
 }
 
-fn record_crc(len: u32, kind: u8, payload: &[u8]) -> u32 {
+fn header_crc(file_number: u64, first12: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new();
-    h.update(&len.to_le_bytes());
-    h.update(&[kind]);
-    h.update(payload);
+    h.update(&file_number.to_le_bytes());
+    h.update(first12);
     mask_crc(h.finalize())
 }
 
-/// Fills the header of a record whose payload starts at `buf[HEADER_LEN..]`.
-/// `buf[..HEADER_LEN]` must have been reserved by the caller.
-pub(crate) fn frame_in_place(buf: &mut [u8]) {
+/// Fills the header of a record whose payload starts at `buf[HEADER_LEN..]`, for the log
+/// numbered `file_number`. `buf[..HEADER_LEN]` must have been reserved by the caller.
+pub(crate) fn frame_in_place(buf: &mut [u8], file_number: u64) {
     let len = (buf.len() - HEADER_LEN) as u32;
-    let crc = record_crc(len, KIND_FULL, &buf[HEADER_LEN..]);
+    let crc = mask_crc(crc32fast::hash(&buf[HEADER_LEN..]));
     buf[0..4].copy_from_slice(&crc.to_le_bytes());
     buf[4..8].copy_from_slice(&len.to_le_bytes());
     buf[8] = KIND_FULL;
+    buf[9..12].copy_from_slice(&[0, 0, 0]);
+    let hcrc = header_crc(file_number, &buf[0..12]);
+    buf[12..16].copy_from_slice(&hcrc.to_le_bytes());
 }
 
-/// Appends one framed record to a buffer (for small records such as manifest edits).
-pub(crate) fn frame(payload: &[u8]) -> Vec<u8> {
+/// One framed record for the log numbered `file_number` (for small records such as manifest
+/// edits).
+pub(crate) fn frame(payload: &[u8], file_number: u64) -> Vec<u8> {
     let mut buf = vec![0u8; HEADER_LEN];
     buf.extend_from_slice(payload);
-    frame_in_place(&mut buf);
+    frame_in_place(&mut buf, file_number);
     buf
+}
+
+/// Checks a header: `Some((payload_crc, len))` if it is valid for `file_number` and its
+/// payload fits in `room` bytes.
+fn check_header(h: &[u8], file_number: u64, room: u64) -> Option<(u32, u32)> {
+    if h.len() < HEADER_LEN || h[8] != KIND_FULL || h[9..12] != [0, 0, 0] {
+        return None;
+    }
+    let stored = u32::from_le_bytes([h[12], h[13], h[14], h[15]]);
+    if header_crc(file_number, &h[0..12]) != stored {
+        return None;
+    }
+    let len = u32::from_le_bytes([h[4], h[5], h[6], h[7]]);
+    if len as usize > MAX_PAYLOAD || u64::from(len) > room {
+        return None;
+    }
+    Some((u32::from_le_bytes([h[0], h[1], h[2], h[3]]), len))
 }
 
 /// Writes framed records to a file.
@@ -92,6 +117,7 @@ pub(crate) struct TailReport {
 pub(crate) struct RecordReader {
     file: Arc<dyn RandomAccessFile>,
     path: PathBuf,
+    file_number: u64,
     len: u64,
     pos: u64,
     tail: TailReport,
@@ -107,11 +133,13 @@ pub(crate) struct Record {
 }
 
 impl RecordReader {
-    pub(crate) fn new(file: Arc<dyn RandomAccessFile>, path: &Path) -> Self {
+    /// Reads the log at `path`, whose records were written for `file_number`.
+    pub(crate) fn new(file: Arc<dyn RandomAccessFile>, path: &Path, file_number: u64) -> Self {
         let len = file.len();
         RecordReader {
             file,
             path: path.to_path_buf(),
+            file_number,
             len,
             pos: 0,
             tail: TailReport::default(),
@@ -139,37 +167,33 @@ impl RecordReader {
             return Ok(None);
         }
         let header = self.read(offset, HEADER_LEN)?;
-        let crc = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
-        let len = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
-        let kind = header[8];
-        if kind != KIND_FULL
-            || len as usize > MAX_PAYLOAD
-            || u64::from(len) > remaining - HEADER_LEN as u64
-        {
+        let Some((crc, len)) =
+            check_header(&header, self.file_number, remaining - HEADER_LEN as u64)
+        else {
             return Ok(None);
-        }
+        };
         let payload = self.read(offset + HEADER_LEN as u64, len as usize)?;
-        if record_crc(len, kind, &payload) != crc {
+        if mask_crc(crc32fast::hash(&payload)) != crc {
             return Ok(None);
         }
         Ok(Some(payload))
     }
 
-    /// True if any valid record starts after `offset`.
+    /// True if any valid record starts after `offset`. Each candidate start costs a
+    /// constant-time header check; only a valid header leads to a payload checksum.
     fn valid_record_after(&self, offset: u64) -> Result<bool> {
         let tail = self.read(offset, (self.len - offset) as usize)?;
         for start in 1..tail.len() {
             let rest = &tail[start..];
-            if rest.len() < HEADER_LEN || rest[8] != KIND_FULL {
-                continue;
+            if rest.len() < HEADER_LEN {
+                break;
             }
-            let len = u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]) as usize;
-            if len > rest.len() - HEADER_LEN {
-                continue;
-            }
-            let crc = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]);
-            if record_crc(len as u32, KIND_FULL, &rest[HEADER_LEN..HEADER_LEN + len]) == crc {
-                return Ok(true);
+            let room = (rest.len() - HEADER_LEN) as u64;
+            if let Some((crc, len)) = check_header(rest, self.file_number, room) {
+                let payload = &rest[HEADER_LEN..HEADER_LEN + len as usize];
+                if mask_crc(crc32fast::hash(payload)) == crc {
+                    return Ok(true);
+                }
             }
         }
         Ok(false)
@@ -214,14 +238,14 @@ mod tests {
         let p = PathBuf::from("/d/log");
         let mut w = RecordWriter::new(fs.create(&p).unwrap());
         for r in records {
-            w.append_framed(&frame(r)).unwrap();
+            w.append_framed(&frame(r, 7)).unwrap();
         }
         let bytes = fs.read_file(&p).unwrap();
         (fs, p, bytes)
     }
 
     fn read_all(fs: &MemFs, p: &Path) -> Result<(Vec<Vec<u8>>, TailReport)> {
-        let mut r = RecordReader::new(fs.open(p).unwrap(), p);
+        let mut r = RecordReader::new(fs.open(p).unwrap(), p, 7);
         let mut out = Vec::new();
         while let Some(rec) = r.next()? {
             out.push(rec.payload);
@@ -247,6 +271,41 @@ mod tests {
             assert_eq!(tail.torn_at, Some((HEADER_LEN + 3) as u64));
             assert_eq!(tail.dropped_bytes, (HEADER_LEN + 7 - cut) as u64);
         }
+    }
+
+    #[test]
+    fn records_of_another_log_or_inside_values_never_validate() {
+        // A record framed for log 8 stored as the payload of a record of log 7.
+        let foreign = frame(b"hidden", 8);
+        let (fs, p, bytes) = log_with(&[b"one", &foreign]);
+        let (recs, _) = read_all(&fs, &p).unwrap();
+        assert_eq!(recs.len(), 2);
+        // Tear the outer record: the inner one must not make it look like corruption.
+        fs.write_file(&p, &bytes[..bytes.len() - 1]).unwrap();
+        let (recs, tail) = read_all(&fs, &p).unwrap();
+        assert_eq!(recs.len(), 1);
+        assert!(tail.torn_at.is_some());
+        // Even a record framed for this same log number, if stored inside a value, is only
+        // found by the scan when the outer record is damaged; a plain read never sees it.
+        let mut r = RecordReader::new(fs.open(&p).unwrap(), &p, 8);
+        assert!(
+            r.next().unwrap().is_none(),
+            "wrong log number: nothing validates"
+        );
+    }
+
+    #[test]
+    fn a_torn_run_of_ones_is_scanned_quickly() {
+        // Bytes of 0x01 parse as kind 1 with a huge length at every offset; the header
+        // checksum rejects each candidate without reading its payload.
+        let (fs, p, mut bytes) = log_with(&[b"one"]);
+        bytes.extend_from_slice(&vec![1u8; 4 << 20]);
+        fs.write_file(&p, &bytes).unwrap();
+        let t = std::time::Instant::now();
+        let (recs, tail) = read_all(&fs, &p).unwrap();
+        assert_eq!(recs.len(), 1);
+        assert_eq!(tail.dropped_bytes, 4 << 20);
+        assert!(t.elapsed() < std::time::Duration::from_secs(20));
     }
 
     #[test]
@@ -283,6 +342,7 @@ mod tests {
     fn every_single_bit_flip_is_detected_or_a_torn_tail() {
         let (fs, p, bytes) = log_with(&[b"alpha", b"beta", b"gamma"]);
         let last = 2 * HEADER_LEN + 9;
+        assert_eq!(&bytes[last + HEADER_LEN..], b"gamma");
         for bit in 0..bytes.len() * 8 {
             let mut b = bytes.clone();
             b[bit / 8] ^= 1 << (bit % 8);

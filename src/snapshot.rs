@@ -45,7 +45,7 @@ impl Snapshot {
         self.check()?;
         Ok(self
             .core
-            .get_at(key.as_ref(), self.seq, None)?
+            .get_at(key.as_ref(), Some(self.seq), None)?
             .map(|b| b.to_vec()))
     }
 

@@ -97,17 +97,19 @@ pub(crate) fn decode_payload(payload: Vec<u8>) -> Option<WalBatch> {
 #[derive(Debug)]
 pub(crate) struct WalWriter {
     log: RecordWriter,
+    number: u64,
     path: PathBuf,
     buf: Vec<u8>,
 }
 
 impl WalWriter {
     /// Creates a new WAL file. The caller syncs the directory before acknowledging writes.
-    pub(crate) fn create(fs: &dyn FileSystem, path: &Path) -> Result<WalWriter> {
+    pub(crate) fn create(fs: &dyn FileSystem, path: &Path, number: u64) -> Result<WalWriter> {
         let file: Box<dyn WritableFile> =
             fs.create(path).map_err(|e| io_context("create", path, e))?;
         Ok(WalWriter {
             log: RecordWriter::new(file),
+            number,
             path: path.to_path_buf(),
             buf: Vec::new(),
         })
@@ -123,7 +125,7 @@ impl WalWriter {
         for p in parts {
             self.buf.extend_from_slice(p);
         }
-        record::frame_in_place(&mut self.buf);
+        record::frame_in_place(&mut self.buf, self.number);
         let res = self.log.append_framed(&self.buf);
         if self.buf.capacity() > (1 << 20) {
             self.buf = Vec::new();
@@ -145,10 +147,11 @@ impl WalWriter {
 pub(crate) fn replay(
     fs: &dyn FileSystem,
     path: &Path,
+    number: u64,
     mut apply: impl FnMut(WalBatch) -> Result<()>,
 ) -> Result<TailReport> {
     let file = fs.open(path).map_err(|e| io_context("open", path, e))?;
-    let mut reader = RecordReader::new(file, path);
+    let mut reader = RecordReader::new(file, path, number);
     while let Some(rec) = reader.next()? {
         let offset = rec.offset;
         let batch = decode_payload(rec.payload).ok_or_else(|| {
@@ -173,7 +176,7 @@ mod tests {
         let fs = MemFs::new();
         fs.create_dir_all(Path::new("/d")).unwrap();
         let p = Path::new("/d/000001.wal");
-        let mut w = WalWriter::create(&fs, p).unwrap();
+        let mut w = WalWriter::create(&fs, p, 1).unwrap();
         let mut ops = Vec::new();
         encode_op(&mut ops, ValueKind::Put, b"k1", b"v1");
         encode_op(&mut ops, ValueKind::Delete, b"k2", b"");
@@ -184,7 +187,7 @@ mod tests {
         w.sync().unwrap();
 
         let mut seen = Vec::new();
-        let tail = replay(&fs, p, |b| {
+        let tail = replay(&fs, p, 1, |b| {
             seen.push(b);
             Ok(())
         })

@@ -22,11 +22,7 @@ fn failed_table_write_keeps_inputs_and_is_retried() {
         db.insert(format!("k{i}"), "v").unwrap();
     }
     // Fail the creation of the flush's table once (create #0 is the new WAL, #1 the table).
-    fs.set_fault(Some(FaultPlan {
-        index: 1,
-        kinds: vec![OpKind::Create],
-        persistent: false,
-    }));
+    fs.set_fault(Some(FaultPlan::nth(OpKind::Create, 1)));
     let r = db.flush();
     // The flush either reports the failure or succeeds on its retry; either way nothing is lost.
     if let Err(e) = &r {
@@ -55,11 +51,7 @@ fn failed_compaction_keeps_inputs() {
         db.flush().unwrap();
     }
     let before: Vec<_> = common::scan_all(db.iter());
-    fs.set_fault(Some(FaultPlan {
-        index: 0,
-        kinds: vec![OpKind::Sync],
-        persistent: false,
-    }));
+    fs.set_fault(Some(FaultPlan::nth(OpKind::Sync, 0)));
     assert!(db.compact().is_err());
     fs.set_fault(None);
     assert!(db.stats().background_errors >= 1);

@@ -373,11 +373,7 @@ mod tests {
             Bytes::from_static(b"v"),
         );
         // Fail the table's sync: the job fails and leaves no file behind.
-        mem.set_fault(Some(crate::fs::FaultPlan {
-            index: 0,
-            kinds: vec![crate::fs::OpKind::Sync],
-            persistent: false,
-        }));
+        mem.set_fault(Some(crate::fs::FaultPlan::nth(crate::fs::OpKind::Sync, 0)));
         assert!(flush_memtable(&ctx, &m, &Version::default()).is_err());
         assert!(mem.list(dir).unwrap().is_empty());
         assert!(pending.lock().is_empty());

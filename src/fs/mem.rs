@@ -55,6 +55,20 @@ pub struct FaultPlan {
     /// If true, every matching operation from `index` on fails (a dead device); otherwise only
     /// that one.
     pub persistent: bool,
+    /// If set, only operations on paths containing this string are counted (e.g. `".sst"`).
+    pub path_contains: Option<String>,
+}
+
+impl FaultPlan {
+    /// Fails the `index`-th operation of kind `kind` (once).
+    pub fn nth(kind: OpKind, index: u64) -> FaultPlan {
+        FaultPlan {
+            index,
+            kinds: vec![kind],
+            persistent: false,
+            path_contains: None,
+        }
+    }
 }
 
 /// What a crash image keeps of the bytes that were written but not synced.
@@ -168,7 +182,7 @@ impl MemFs {
 
     /// Counts one operation: records a crash image if one is due, then decides whether the
     /// operation fails.
-    fn begin(&self, kind: OpKind) -> io::Result<()> {
+    fn begin(&self, kind: OpKind, path: &Path) -> io::Result<()> {
         let mut st = self.state.lock();
         let index = st.ops;
         st.ops += 1;
@@ -182,7 +196,11 @@ impl MemFs {
         }
         let mut fail = false;
         if let Some((plan, seen)) = st.fault.as_mut() {
-            if plan.kinds.is_empty() || plan.kinds.contains(&kind) {
+            let path_ok = plan
+                .path_contains
+                .as_deref()
+                .is_none_or(|s| path.to_string_lossy().contains(s));
+            if path_ok && (plan.kinds.is_empty() || plan.kinds.contains(&kind)) {
                 let i = *seen;
                 *seen += 1;
                 fail = i == plan.index || (plan.persistent && i > plan.index);
@@ -381,6 +399,7 @@ fn splitmix(state: &mut u64) -> u64 {
 struct MemWritable {
     fs: MemFs,
     inode: InodeRef,
+    path: PathBuf,
 }
 
 impl fmt::Debug for MemWritable {
@@ -393,7 +412,7 @@ impl fmt::Debug for MemWritable {
 
 impl WritableFile for MemWritable {
     fn append(&mut self, data: &[u8]) -> io::Result<()> {
-        if let Err(e) = self.fs.begin(OpKind::Write) {
+        if let Err(e) = self.fs.begin(OpKind::Write, &self.path) {
             let torn = &data[..data.len() / 2];
             self.inode.content.write().data.extend_from_slice(torn);
             return Err(e);
@@ -403,7 +422,7 @@ impl WritableFile for MemWritable {
     }
 
     fn sync(&mut self) -> io::Result<()> {
-        if let Err(e) = self.fs.begin(OpKind::Sync) {
+        if let Err(e) = self.fs.begin(OpKind::Sync, &self.path) {
             let mut c = self.inode.content.write();
             if c.lost_from.is_none() && c.synced_len < c.data.len() {
                 c.lost_from = Some(c.synced_len);
@@ -423,6 +442,7 @@ impl WritableFile for MemWritable {
 struct MemReadable {
     fs: MemFs,
     inode: InodeRef,
+    path: PathBuf,
 }
 
 impl fmt::Debug for MemReadable {
@@ -435,7 +455,7 @@ impl fmt::Debug for MemReadable {
 
 impl RandomAccessFile for MemReadable {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.fs.begin(OpKind::Read)?;
+        self.fs.begin(OpKind::Read, &self.path)?;
         let c = self.inode.content.read();
         let start = usize::try_from(offset).unwrap_or(usize::MAX);
         let end = start.checked_add(buf.len());
@@ -477,7 +497,7 @@ impl Drop for MemLock {
 
 impl FileSystem for MemFs {
     fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
-        self.begin(OpKind::Create)?;
+        self.begin(OpKind::Create, path)?;
         let mut st = self.state.lock();
         if !Self::parent_exists(&st, path) {
             return Err(not_found(path.parent().unwrap_or(path)));
@@ -487,21 +507,23 @@ impl FileSystem for MemFs {
         Ok(Box::new(MemWritable {
             fs: self.clone(),
             inode,
+            path: path.to_path_buf(),
         }))
     }
 
     fn open(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>> {
-        self.begin(OpKind::Open)?;
+        self.begin(OpKind::Open, path)?;
         let st = self.state.lock();
         let inode = st.current.get(path).ok_or_else(|| not_found(path))?.clone();
         Ok(Arc::new(MemReadable {
             fs: self.clone(),
             inode,
+            path: path.to_path_buf(),
         }))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.begin(OpKind::Rename)?;
+        self.begin(OpKind::Rename, from)?;
         let mut st = self.state.lock();
         let inode = st.current.remove(from).ok_or_else(|| not_found(from))?;
         st.current.insert(to.to_path_buf(), inode);
@@ -509,14 +531,14 @@ impl FileSystem for MemFs {
     }
 
     fn remove(&self, path: &Path) -> io::Result<()> {
-        self.begin(OpKind::Remove)?;
+        self.begin(OpKind::Remove, path)?;
         let mut st = self.state.lock();
         st.current.remove(path).ok_or_else(|| not_found(path))?;
         Ok(())
     }
 
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
-        self.begin(OpKind::List)?;
+        self.begin(OpKind::List, dir)?;
         let st = self.state.lock();
         if !st.dirs.contains(dir) {
             return Err(not_found(dir));
@@ -543,7 +565,7 @@ impl FileSystem for MemFs {
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        self.begin(OpKind::SyncDir)?;
+        self.begin(OpKind::SyncDir, dir)?;
         let mut st = self.state.lock();
         st.durable.retain(|p, _| p.parent() != Some(dir));
         let entries: Vec<(PathBuf, InodeRef)> = st
@@ -557,7 +579,7 @@ impl FileSystem for MemFs {
     }
 
     fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
-        self.begin(OpKind::Lock)?;
+        self.begin(OpKind::Lock, path)?;
         let mut st = self.state.lock();
         if !st.locks.insert(path.to_path_buf()) {
             return Err(io::Error::new(
@@ -634,11 +656,7 @@ mod tests {
         w.append(b"one").unwrap();
         w.sync().unwrap();
         w.append(b"two").unwrap();
-        fs.set_fault(Some(FaultPlan {
-            index: 0,
-            kinds: vec![OpKind::Sync],
-            persistent: false,
-        }));
+        fs.set_fault(Some(FaultPlan::nth(OpKind::Sync, 0)));
         assert!(w.sync().is_err());
         assert_eq!(fs.faults_injected(), 1);
         w.sync().unwrap(); // the retry "succeeds"
@@ -651,11 +669,7 @@ mod tests {
         let (fs, dir) = setup();
         let a = dir.join("a");
         let mut w = fs.create(&a).unwrap();
-        fs.set_fault(Some(FaultPlan {
-            index: 1,
-            kinds: vec![OpKind::Write],
-            persistent: false,
-        }));
+        fs.set_fault(Some(FaultPlan::nth(OpKind::Write, 1)));
         w.append(b"abcd").unwrap();
         assert!(w.append(b"efgh").is_err());
         assert_eq!(fs.read_file(&a).unwrap(), b"abcdef");

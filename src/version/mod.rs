@@ -90,6 +90,12 @@ impl TableHandle {
         let path = filename::table_path(dir, meta.number);
         let table = match TableReader::open(fs.as_ref(), &path) {
             Ok(t) => Ok(Arc::new(t)),
+            Err(Error::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
+                // A table the manifest lists but the directory lacks: the database is damaged.
+                let e = Error::corruption(&path, 0, "table listed in the manifest is missing");
+                log::error!("{e}");
+                Err(StoredError::from_error(&e))
+            }
             Err(e) => {
                 log::error!("table {} cannot be opened: {e}", path.display());
                 Err(StoredError::from_error(&e))

@@ -81,7 +81,7 @@ pub(crate) fn replay_manifest(
             io_context("open", &path, e)
         }
     })?;
-    let mut reader = RecordReader::new(file, &path);
+    let mut reader = RecordReader::new(file, &path, number);
     let mut st = ManifestState {
         manifest_number: number,
         compact_pointers: vec![Vec::new(); NUM_LEVELS],
@@ -291,7 +291,7 @@ impl VersionSet {
             .create(&path)
             .map_err(|e| io_context("create", &path, e))?;
         let mut log = RecordWriter::new(file);
-        let snapshot = record::frame(&self.snapshot_edit().encode());
+        let snapshot = record::frame(&self.snapshot_edit().encode(), number);
         log.append_framed(&snapshot)
             .map_err(|e| io_context("write", &path, e))?;
         log.sync().map_err(|e| io_context("sync", &path, e))?;
@@ -318,9 +318,15 @@ impl VersionSet {
     }
 
     /// Records `edit` durably in the manifest, then makes the resulting version current.
-    /// `opened` holds the handles of tables the edit adds. On a write or sync failure the set
-    /// refuses every later edit ([`Error::Poisoned`]): the manifest may be damaged, and a
-    /// retried fsync proves nothing.
+    /// `opened` holds the handles of tables the edit adds.
+    ///
+    /// On a write or sync failure of the edit, the set refuses every later edit
+    /// ([`Error::Poisoned`]): the manifest may be damaged, and a retried fsync proves nothing.
+    /// The edit may still have reached the disk, so the caller must not delete the files it
+    /// adds; the next open removes whatever the replayed manifest does not reference.
+    ///
+    /// If the edit is durable but rewriting an oversized manifest fails afterwards, the edit
+    /// stands (`Ok`) and only later edits are refused.
     pub(crate) fn log_and_apply(
         &mut self,
         mut edit: VersionEdit,
@@ -331,11 +337,11 @@ impl VersionSet {
         edit.next_file_number = Some(self.next_file.load(Ordering::SeqCst));
         let last = edit.last_sequence.unwrap_or(0).max(self.last_sequence);
         edit.last_sequence = Some(last);
-        let framed = record::frame(&edit.encode());
         let m = self
             .manifest
             .as_mut()
             .ok_or_else(|| Error::Poisoned("no manifest is open for writing".into()))?;
+        let framed = record::frame(&edit.encode(), m.number);
         let written = m
             .log
             .append_framed(&framed)
@@ -345,6 +351,7 @@ impl VersionSet {
             self.failed = Some(e.to_string());
             return Err(e);
         }
+        let oversized = m.log.len() > MAX_MANIFEST_BYTES;
         for (l, k) in &edit.compact_pointers {
             self.compact_pointers[*l as usize] = k.clone();
         }
@@ -365,8 +372,11 @@ impl VersionSet {
             }
         }
         self.current = Arc::new(next);
-        if m.log.len() > MAX_MANIFEST_BYTES {
-            self.write_new_manifest()?;
+        if oversized {
+            if let Err(e) = self.write_new_manifest() {
+                // The edit above is durable; only later edits are refused (`failed` is set).
+                log::error!("could not rewrite the manifest: {e}");
+            }
         }
         Ok(self.current.clone())
     }
@@ -423,11 +433,7 @@ mod tests {
         let (fs, mem, dir) = setup();
         let mut set = VersionSet::new_empty(fs, &dir);
         set.write_new_manifest().unwrap();
-        mem.set_fault(Some(crate::fs::FaultPlan {
-            index: 0,
-            kinds: vec![crate::fs::OpKind::Sync],
-            persistent: false,
-        }));
+        mem.set_fault(Some(crate::fs::FaultPlan::nth(crate::fs::OpKind::Sync, 0)));
         assert!(set.log_and_apply(VersionEdit::default(), &[]).is_err());
         let again = set.log_and_apply(VersionEdit::default(), &[]);
         assert!(matches!(again, Err(Error::Poisoned(_))), "{again:?}");

@@ -95,7 +95,7 @@ pub fn show(b: &[u8], as_hex: bool) -> String {
 /// a byte and `\\` a backslash.
 pub fn parse_key(s: &str, as_hex: bool) -> Result<Vec<u8>, CliError> {
     if as_hex {
-        if s.len() % 2 != 0 {
+        if !s.len().is_multiple_of(2) {
             return Err(CliError::input(format!(
                 "hex key {s:?} has an odd number of digits"
             )));

@@ -1,0 +1,70 @@
+//! Regressions (review findings 4 and 5): a flush that keeps failing makes `flush()` return an
+//! error, and writers waiting for room get an error instead of waiting forever.
+use siltdb::fs::{FaultPlan, FileSystem, MemFs, OpKind};
+use siltdb::{Db, Error, Options};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn failing_tables(fs: &MemFs) {
+    fs.set_fault(Some(FaultPlan {
+        persistent: true,
+        path_contains: Some(".sst".into()),
+        ..FaultPlan::nth(OpKind::Create, 0)
+    }));
+}
+
+#[test]
+fn flush_returns_when_every_attempt_fails() {
+    let fs = MemFs::new();
+    let dir = Path::new("/db");
+    let db = Db::open_with(
+        dir,
+        Options::default().file_system(Arc::new(fs.clone()) as Arc<dyn FileSystem>),
+    )
+    .unwrap();
+    db.insert("k", "v").unwrap();
+    failing_tables(&fs);
+    let t = Instant::now();
+    assert!(matches!(db.flush(), Err(Error::Io(_))));
+    // A second flush while the first memtable still waits also returns.
+    assert!(db.flush().is_err());
+    assert!(t.elapsed() < Duration::from_secs(30));
+    assert!(db.stats().background_errors >= 1);
+    assert_eq!(
+        db.get("k").unwrap(),
+        Some(b"v".to_vec()),
+        "the data stays readable"
+    );
+}
+
+#[test]
+fn writers_get_an_error_instead_of_waiting_forever() {
+    let fs = MemFs::new();
+    let dir = Path::new("/db");
+    let opts = Options::default()
+        .file_system(Arc::new(fs.clone()) as Arc<dyn FileSystem>)
+        .memtable_size(4 << 10)
+        .max_immutable_memtables(1);
+    let db = Db::open_with(dir, opts).unwrap();
+    failing_tables(&fs);
+    let t = Instant::now();
+    let mut failed = None;
+    for i in 0..100_000u32 {
+        if let Err(e) = db.insert(format!("k{i:06}"), [0u8; 100]) {
+            failed = Some(e);
+            break;
+        }
+    }
+    assert!(matches!(failed, Some(Error::Poisoned(_))), "{failed:?}");
+    assert!(t.elapsed() < Duration::from_secs(60));
+    drop(db);
+    // Nothing acknowledged was lost: reopen without faults replays the WALs.
+    fs.set_fault(None);
+    let db = Db::open_with(
+        dir,
+        Options::default().file_system(Arc::new(fs.clone()) as Arc<dyn FileSystem>),
+    )
+    .unwrap();
+    assert!(db.get("k000000").unwrap().is_some());
+}
