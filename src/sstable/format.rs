@@ -114,6 +114,30 @@ pub enum FooterError {
     UnsupportedVersion(u32),
 }
 
+impl std::fmt::Display for FooterError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FooterError::BadMagic => write!(f, "not an SSTable (bad magic number)"),
+            FooterError::BadChecksum => write!(f, "footer checksum mismatch"),
+            FooterError::UnsupportedVersion(v) => write!(
+                f,
+                "unsupported table format version {v} (this build reads {FORMAT_VERSION})"
+            ),
+        }
+    }
+}
+
+impl FooterError {
+    /// Offset of the field at fault, from the start of the footer.
+    pub fn field_offset(&self) -> u64 {
+        match self {
+            FooterError::BadMagic => 56,
+            FooterError::BadChecksum => 52,
+            FooterError::UnsupportedVersion(_) => 48,
+        }
+    }
+}
+
 impl Footer {
     /// Encodes the 64-byte footer.
     pub(crate) fn encode(&self) -> Vec<u8> {

@@ -6,9 +6,7 @@
 //! filter says "definitely not".
 
 use super::block::{Block, BlockEntry};
-use super::format::{
-    block_crc, BlockHandle, BlockKind, Footer, FooterError, BLOCK_TRAILER_LEN, FOOTER_LEN,
-};
+use super::format::{block_crc, BlockHandle, BlockKind, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN};
 use super::properties::TableProperties;
 use crate::encoding::Reader;
 use crate::error::{io_context, Error, Result};
@@ -150,19 +148,8 @@ impl TableReader {
         let mut fbuf = [0u8; FOOTER_LEN];
         file.read_exact_at(&mut fbuf, footer_at)
             .map_err(|e| io_context("read", path, e))?;
-        let footer = Footer::decode(&fbuf).map_err(|e| match e {
-            FooterError::BadMagic => {
-                corrupt(footer_at + 56, "not an SSTable (bad magic number)".into())
-            }
-            FooterError::BadChecksum => corrupt(footer_at + 52, "footer checksum mismatch".into()),
-            FooterError::UnsupportedVersion(v) => corrupt(
-                footer_at + 48,
-                format!(
-                    "unsupported table format version {v} (this build reads {})",
-                    super::format::FORMAT_VERSION
-                ),
-            ),
-        })?;
+        let footer = Footer::decode(&fbuf)
+            .map_err(|e| corrupt(footer_at + e.field_offset(), e.to_string()))?;
         let mut reader = TableReader {
             file,
             path: path.to_path_buf(),

@@ -61,3 +61,37 @@ impl Rng {
         self.next() % n
     }
 }
+
+/// Builds a database in `dir` with one flushed table of `n` keys `key00000..` (every 10th key
+/// removed in a second table), and returns the path of the first table.
+pub fn build_tables(dir: &Path, n: u32, bits: f64) -> std::path::PathBuf {
+    let db = Db::open_with(
+        dir,
+        Options::default()
+            .bloom_bits_per_key(bits)
+            .auto_compaction(false),
+    )
+    .unwrap();
+    for i in 0..n {
+        db.insert(format!("key{i:05}"), format!("value-{i}"))
+            .unwrap();
+    }
+    db.flush().unwrap();
+    for i in (0..n).step_by(10) {
+        db.remove(format!("key{i:05}")).unwrap();
+    }
+    db.flush().unwrap();
+    db.close().unwrap();
+    let mut tables: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "sst"))
+        .collect();
+    tables.sort();
+    tables.remove(0)
+}
+
+/// LevelDB's CRC mask, for tests that forge checksums.
+pub fn mask_crc(crc: u32) -> u32 {
+    crc.rotate_right(15).wrapping_add(0xa282_ead8)
+}

@@ -335,9 +335,9 @@ pub fn filter(args: &FilterArgs, json: bool) -> Result<(), CliError> {
     farr.copy_from_slice(&fbytes);
     let footer = Footer::decode(&farr).map_err(|e| {
         CliError::input(format!(
-            "corrupt file {} at offset {}: footer: {e:?}",
+            "corrupt file {} at offset {}: {e}",
             file.display(),
-            len - FOOTER_LEN as u64
+            len - FOOTER_LEN as u64 + e.field_offset()
         ))
     })?;
     let Some(fh) = footer.filter else {
@@ -354,7 +354,7 @@ pub fn filter(args: &FilterArgs, json: bool) -> Result<(), CliError> {
     };
     if fh.offset + fh.size + 5 > len - FOOTER_LEN as u64 {
         return Err(CliError::input(format!(
-            "corrupt file {} at offset {}: filter block handle reaches past the data",
+            "corrupt file {} at offset {}: filter block handle reaches past the end of the data",
             file.display(),
             len - FOOTER_LEN as u64 + 16
         )));

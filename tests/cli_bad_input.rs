@@ -1,0 +1,164 @@
+//! Files that are not SSTables, or damaged ones, get one clear line on stderr and status 2:
+//! never a panic, a backtrace, or a huge allocation.
+mod common;
+
+use assert_cmd::Command;
+
+fn silt() -> Command {
+    Command::cargo_bin("silt").unwrap()
+}
+
+/// Runs every table command on `file` and checks the bad-input contract.
+fn rejects(file: &std::path::Path, expect: &str) {
+    for cmd in [
+        vec!["sst", "info"],
+        vec!["sst", "filter"],
+        vec!["sst", "dump"],
+        vec!["sst", "verify"],
+    ] {
+        let assert = silt().args(&cmd).arg(file).assert();
+        let out = assert.get_output();
+        let code = out.status.code().unwrap();
+        let stderr = String::from_utf8(out.stderr.clone()).unwrap();
+        // `verify` lists what it found on stdout and sums up on stderr.
+        let said = format!("{}{stderr}", String::from_utf8(out.stdout.clone()).unwrap());
+        assert!(
+            code == 2 || (cmd[1] == "verify" && code == 1),
+            "{cmd:?} on {expect}: exit {code}, stderr {stderr}"
+        );
+        assert_eq!(
+            stderr.lines().count(),
+            1,
+            "{cmd:?}: one line, got {stderr:?}"
+        );
+        assert!(
+            !stderr.contains("panicked") && !stderr.contains("internal error"),
+            "{stderr}"
+        );
+        assert!(
+            said.contains(expect),
+            "{cmd:?}: expected {expect:?} in {said:?}"
+        );
+    }
+}
+
+fn forge_footer(bytes: &mut [u8], f: impl Fn(&mut [u8])) {
+    let n = bytes.len();
+    let footer = &mut bytes[n - 64..];
+    f(footer);
+    let mut h = crc32fast::Hasher::new();
+    h.update(&footer[..52]);
+    h.update(&footer[56..64]);
+    let crc = common::mask_crc(h.finalize());
+    footer[52..56].copy_from_slice(&crc.to_le_bytes());
+}
+
+#[test]
+fn not_an_sstable() {
+    let dir = tempfile::tempdir().unwrap();
+    let sst = common::build_tables(dir.path(), 500, 10.0);
+    let good = std::fs::read(&sst).unwrap();
+    let bad = dir.path().join("bad.sst");
+
+    std::fs::write(&bad, b"").unwrap();
+    rejects(&bad, "too short to be an SSTable");
+    std::fs::write(&bad, &good[good.len() - 40..]).unwrap();
+    rejects(&bad, "too short to be an SSTable");
+    let mut rng = common::Rng(3);
+    let random: Vec<u8> = (0..5000).map(|_| rng.next() as u8).collect();
+    std::fs::write(&bad, &random).unwrap();
+    rejects(&bad, "at offset");
+    // A WAL renamed to .sst.
+    let wal = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "wal"))
+        .unwrap();
+    std::fs::copy(&wal, &bad).unwrap();
+    rejects(&bad, "SSTable");
+    // Truncated table: the footer is gone.
+    std::fs::write(&bad, &good[..good.len() - 10]).unwrap();
+    rejects(&bad, "at offset");
+}
+
+#[test]
+fn forged_footers() {
+    let dir = tempfile::tempdir().unwrap();
+    let sst = common::build_tables(dir.path(), 500, 10.0);
+    let good = std::fs::read(&sst).unwrap();
+    let bad = dir.path().join("bad.sst");
+    let cases: Vec<(&str, Box<dyn Fn(&mut [u8])>)> = vec![
+        (
+            "unsupported table format version 7",
+            Box::new(|f: &mut [u8]| f[48..52].copy_from_slice(&7u32.to_le_bytes())),
+        ),
+        (
+            "past the end",
+            Box::new(|f: &mut [u8]| f[0..8].copy_from_slice(&(1u64 << 40).to_le_bytes())),
+        ),
+        (
+            "past the end",
+            Box::new(|f: &mut [u8]| f[8..16].copy_from_slice(&(1u64 << 63).to_le_bytes())),
+        ),
+        (
+            "past the end",
+            Box::new(|f: &mut [u8]| f[40..48].copy_from_slice(&u64::MAX.to_le_bytes())),
+        ),
+    ];
+    for (expect, forge) in cases {
+        let mut b = good.clone();
+        forge_footer(&mut b, forge);
+        std::fs::write(&bad, &b).unwrap();
+        rejects(&bad, expect);
+    }
+    // A footer whose checksum no longer matches.
+    let mut b = good.clone();
+    let n = b.len();
+    b[n - 60] ^= 1;
+    std::fs::write(&bad, &b).unwrap();
+    rejects(&bad, "footer checksum mismatch");
+}
+
+#[test]
+fn missing_files_and_directories_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("absent.sst");
+    let out = silt()
+        .args(["sst", "info"])
+        .arg(&missing)
+        .assert()
+        .code(2)
+        .get_output()
+        .stderr
+        .clone();
+    assert!(String::from_utf8(out).unwrap().contains("not found"));
+    for cmd in [vec!["db", "info"], vec!["manifest", "dump"]] {
+        let out = silt()
+            .args(&cmd)
+            .arg(dir.path().join("nodb"))
+            .assert()
+            .code(2)
+            .get_output()
+            .stderr
+            .clone();
+        assert_eq!(String::from_utf8(out).unwrap().lines().count(), 1);
+    }
+    let out = silt()
+        .args(["db", "info"])
+        .arg(dir.path())
+        .assert()
+        .code(2)
+        .get_output()
+        .stderr
+        .clone();
+    assert!(String::from_utf8(out).unwrap().contains("no database"));
+    let out = silt()
+        .args(["wal", "dump"])
+        .arg(&missing)
+        .assert()
+        .code(2)
+        .get_output()
+        .stderr
+        .clone();
+    assert!(String::from_utf8(out).unwrap().contains("not found"));
+}
