@@ -22,7 +22,9 @@ use crate::options::Options;
 use crate::scan::{self, Iter};
 use crate::snapshot::Snapshot;
 use crate::sstable::{ReadCost, TableLookup};
-use crate::stats::{Counters, GetCounters, LevelStats, ReadTrace, Stats, TableOutcome, TableVisit};
+use crate::stats::{
+    Counters, GetCounters, LevelStats, ReadTrace, Stats, TableInfo, TableOutcome, TableVisit,
+};
 use crate::version::set::{self as vset, VersionSet};
 use crate::version::{TableHandle, Version, VersionEdit, NUM_LEVELS};
 use crate::wal::{self, WalWriter};
@@ -429,6 +431,29 @@ impl Db {
             .filter(|t| t.is_broken())
             .count() as u64;
         s
+    }
+
+    /// Every table of the current tree (L0 newest first, deeper levels by key), with its
+    /// filter's memory and predicted false-positive rate. A consistent snapshot: safe while
+    /// compactions run.
+    pub fn tables(&self) -> Vec<TableInfo> {
+        let rs = self.core().read_state.load();
+        version_tables_by_level(&rs.version)
+            .map(|(level, t)| {
+                let filter = t.reader().ok().and_then(|r| r.filter().cloned());
+                TableInfo {
+                    level,
+                    table_id: t.number(),
+                    bytes: t.meta.size,
+                    entries: t.meta.entries,
+                    smallest: t.meta.smallest_user().to_vec(),
+                    largest: t.meta.largest_user().to_vec(),
+                    filter_bytes: filter.as_ref().map_or(0, |f| f.memory_bytes() as u64),
+                    filter_bits_per_key: filter.as_ref().map_or(0.0, |f| f.bits_per_key()),
+                    predicted_fpr: filter.as_ref().map_or(1.0, |f| f.predicted_fpr()),
+                }
+            })
+            .collect()
     }
 
     /// The shape of the tree: per level its tables, bytes, filter memory and bits per key.
@@ -1599,6 +1624,13 @@ impl Core {
         }
         Ok(())
     }
+}
+
+fn version_tables_by_level(v: &Version) -> impl Iterator<Item = (usize, &Arc<TableHandle>)> {
+    v.levels
+        .iter()
+        .enumerate()
+        .flat_map(|(l, ts)| ts.iter().map(move |t| (l, t)))
 }
 
 fn version_tables(v: &Version) -> impl Iterator<Item = &Arc<TableHandle>> {

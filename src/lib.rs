@@ -65,4 +65,4 @@ pub use error::{Error, Result};
 pub use options::{FilterPolicy, Options};
 pub use scan::Iter;
 pub use snapshot::Snapshot;
-pub use stats::{LevelStats, ReadTrace, Stats, TableOutcome, TableVisit};
+pub use stats::{LevelStats, ReadTrace, Stats, TableInfo, TableOutcome, TableVisit};

@@ -110,6 +110,30 @@ pub struct LevelStats {
     pub expected_fpr: f64,
 }
 
+/// One table of the tree, as [`Db::tables`](crate::Db::tables) lists it.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct TableInfo {
+    /// Level of the table.
+    pub level: usize,
+    /// Table file number (`NNNNNN.sst`).
+    pub table_id: u64,
+    /// File size.
+    pub bytes: u64,
+    /// Entries (versions and tombstones).
+    pub entries: u64,
+    /// Smallest user key.
+    pub smallest: Vec<u8>,
+    /// Largest user key.
+    pub largest: Vec<u8>,
+    /// Bytes of filter held in memory (0: no filter).
+    pub filter_bytes: u64,
+    /// Filter bits per key (0: no filter).
+    pub filter_bits_per_key: f64,
+    /// The filter's false-positive rate from its (m, n, k); 1 without a filter.
+    pub predicted_fpr: f64,
+}
+
 /// What one get did to one table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TableOutcome {

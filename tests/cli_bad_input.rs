@@ -87,7 +87,8 @@ fn forged_footers() {
     let sst = common::build_tables(dir.path(), 500, 10.0);
     let good = std::fs::read(&sst).unwrap();
     let bad = dir.path().join("bad.sst");
-    let cases: Vec<(&str, Box<dyn Fn(&mut [u8])>)> = vec![
+    type Forge = Box<dyn Fn(&mut [u8])>;
+    let cases: Vec<(&str, Forge)> = vec![
         (
             "unsupported table format version 7",
             Box::new(|f: &mut [u8]| f[48..52].copy_from_slice(&7u32.to_le_bytes())),

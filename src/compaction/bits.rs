@@ -5,22 +5,167 @@ use crate::filter::allocation::{self, LevelShape};
 use crate::options::{FilterPolicy, Options};
 use crate::version::{Version, NUM_LEVELS};
 
-/// The shape of the tree as the filter allocator sees it.
-pub(crate) fn level_shapes(version: &Version) -> Vec<LevelShape> {
-    version
+/// The position of a key on a number line that keeps the order of its first 8 bytes.
+fn key_pos(k: &[u8]) -> f64 {
+    let mut b = [0u8; 8];
+    let n = k.len().min(8);
+    b[..n].copy_from_slice(&k[..n]);
+    u64::from_be_bytes(b) as f64
+}
+
+/// Where the tree's keys lie: each table spreads its entries evenly over its key range. Used
+/// to estimate how often an absent key (drawn like the stored ones) falls inside a table.
+struct KeyDistribution {
+    /// Breakpoints, ascending.
+    xs: Vec<f64>,
+    /// Mass at or below each breakpoint.
+    cum: Vec<f64>,
+    /// Density just after each breakpoint.
+    dens: Vec<f64>,
+    /// Point masses at each breakpoint.
+    point: Vec<f64>,
+    total: f64,
+}
+
+impl KeyDistribution {
+    fn new(tables: &[(f64, f64, f64)]) -> Self {
+        // (position, density change, point mass)
+        let mut events: Vec<(f64, f64, f64)> = Vec::with_capacity(tables.len() * 2);
+        for &(lo, hi, e) in tables {
+            if hi > lo {
+                let d = e / (hi - lo);
+                events.push((lo, d, 0.0));
+                events.push((hi, -d, 0.0));
+            } else {
+                events.push((lo, 0.0, e));
+            }
+        }
+        events.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let (mut xs, mut cum, mut dens, mut point) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut m, mut d, mut last) = (0.0f64, 0.0f64, f64::NEG_INFINITY);
+        for (x, dd, pm) in events {
+            if x != last {
+                if last.is_finite() {
+                    m += d * (x - last);
+                }
+                xs.push(x);
+                cum.push(m);
+                dens.push(d);
+                point.push(0.0);
+                last = x;
+            }
+            d = (d + dd).max(0.0);
+            m += pm;
+            let n = xs.len() - 1;
+            cum[n] = m;
+            dens[n] = d;
+            point[n] += pm;
+        }
+        KeyDistribution {
+            xs,
+            cum,
+            dens,
+            point,
+            total: m,
+        }
+    }
+
+    /// Mass at or below `x`.
+    fn le(&self, x: f64) -> f64 {
+        let i = self.xs.partition_point(|&p| p <= x);
+        if i == 0 {
+            return 0.0;
+        }
+        self.cum[i - 1] + self.dens[i - 1] * (x - self.xs[i - 1])
+    }
+
+    /// Mass strictly below `x`.
+    fn lt(&self, x: f64) -> f64 {
+        let i = self.xs.partition_point(|&p| p < x);
+        if i == 0 {
+            return 0.0;
+        }
+        let j = i - 1;
+        self.cum[j] + self.dens[j] * (x - self.xs[j])
+    }
+
+    /// Fraction of the keys inside `[lo, hi]`; 1 for an empty tree.
+    fn share(&self, lo: &[u8], hi: &[u8]) -> f64 {
+        if self.total <= 0.0 {
+            return 1.0;
+        }
+        let (lo, hi) = (key_pos(lo), key_pos(hi));
+        let exact_point = if lo == hi {
+            let i = self.xs.partition_point(|&p| p < lo);
+            self.point.get(i).copied().unwrap_or(0.0)
+        } else {
+            0.0
+        };
+        ((self.le(hi) - self.lt(lo)).max(exact_point) / self.total).clamp(0.0, 1.0)
+    }
+}
+
+/// A table about to be written, as the allocator needs to know it.
+pub(crate) struct Incoming<'a> {
+    pub(crate) level: usize,
+    pub(crate) keys: u64,
+    /// User-key range of the new data.
+    pub(crate) range: (&'a [u8], &'a [u8]),
+}
+
+/// The shape of the tree as the filter allocator sees it, with the incoming table added:
+/// keys per level, and how many tables of each level an absent key meets on average.
+pub(crate) fn level_shapes(version: &Version, incoming: Option<&Incoming<'_>>) -> Vec<LevelShape> {
+    let ranges: Vec<(f64, f64, f64)> = version
+        .levels
+        .iter()
+        .flatten()
+        .map(|t| {
+            (
+                key_pos(t.meta.smallest_user()),
+                key_pos(t.meta.largest_user()),
+                t.meta.entries as f64,
+            )
+        })
+        .collect();
+    let dist = KeyDistribution::new(&ranges);
+    let mut shape: Vec<LevelShape> = version
         .levels
         .iter()
         .enumerate()
-        .map(|(l, tables)| LevelShape {
-            keys: tables.iter().map(|t| t.meta.entries).sum(),
-            runs: if l == 0 { tables.len() as u32 } else { 1 },
+        .map(|(l, tables)| {
+            let probes: f64 = tables
+                .iter()
+                .map(|t| dist.share(t.meta.smallest_user(), t.meta.largest_user()))
+                .sum();
+            LevelShape {
+                keys: tables.iter().map(|t| t.meta.entries).sum(),
+                probes: if l == 0 { probes } else { probes.min(1.0) },
+                in_budget: l > 0,
+            }
         })
-        .collect()
+        .collect();
+    if let Some(inc) = incoming {
+        let share = dist.share(inc.range.0, inc.range.1);
+        let s = &mut shape[inc.level];
+        s.keys += inc.keys;
+        s.probes = if inc.level == 0 {
+            s.probes + share
+        } else {
+            s.probes.max(share)
+        };
+    }
+    // Until data reaches L1, L0 is the whole tree and pays for itself.
+    if shape.iter().skip(1).all(|l| l.keys == 0) {
+        shape[0].in_budget = true;
+    }
+    shape
 }
 
 /// Bits per key the policy gives each level of a tree shaped like `shape`.
 pub(crate) fn bits_per_level(opts: &Options, shape: &[LevelShape]) -> Vec<f64> {
-    let total_keys: u64 = shape.iter().map(|l| l.keys).sum();
+    let total_keys: u64 = shape.iter().filter(|l| l.in_budget).map(|l| l.keys).sum();
     let limit_bits = opts.filter_memory_limit.map(|b| b as f64 * 8.0);
     let bits: Vec<f64> = match &opts.filter_policy {
         FilterPolicy::None => vec![0.0; NUM_LEVELS],
@@ -61,22 +206,21 @@ pub(crate) fn bits_per_level(opts: &Options, shape: &[LevelShape]) -> Vec<f64> {
     }
 }
 
-/// Bits per key for a table of `incoming_keys` keys about to join `level`.
+/// Bits per key for a table about to join a level.
 pub(crate) fn bits_for_new_table(
     opts: &Options,
     version: &Version,
-    level: usize,
-    incoming_keys: u64,
+    incoming: &Incoming<'_>,
 ) -> f64 {
-    if opts.filter_policy == FilterPolicy::None {
-        return 0.0;
+    match &opts.filter_policy {
+        FilterPolicy::None => 0.0,
+        FilterPolicy::Uniform { .. } | FilterPolicy::PerLevel(_)
+            if opts.filter_memory_limit.is_none() =>
+        {
+            bits_per_level(opts, &[])[incoming.level]
+        }
+        _ => bits_per_level(opts, &level_shapes(version, Some(incoming)))[incoming.level],
     }
-    let mut shape = level_shapes(version);
-    shape[level].keys += incoming_keys;
-    if level == 0 {
-        shape[0].runs += 1;
-    }
-    bits_per_level(opts, &shape)[level]
 }
 
 #[cfg(test)]
@@ -88,9 +232,28 @@ mod tests {
             .enumerate()
             .map(|(l, &k)| LevelShape {
                 keys: k,
-                runs: if l == 0 && k > 0 { 2 } else { 1 },
+                probes: if l == 0 && k > 0 { 2.0 } else { 1.0 },
+                in_budget: true,
             })
             .collect()
+    }
+
+    #[test]
+    fn key_distribution_shares() {
+        let k = |v: u64| v.to_be_bytes();
+        // Two tables over [0, 100) and [100, 200] with 100 keys each, one point table.
+        let d = KeyDistribution::new(&[
+            (0.0, 100.0, 100.0),
+            (100.0, 200.0, 100.0),
+            (150.0, 150.0, 10.0),
+        ]);
+        assert!((d.share(&k(0), &k(100)) - 100.0 / 210.0).abs() < 0.01);
+        assert!((d.share(&k(0), &k(200)) - 1.0).abs() < 1e-9);
+        assert!(d.share(&k(150), &k(150)) > 0.04);
+        assert_eq!(d.share(&k(300), &k(400)), 0.0);
+        let empty = KeyDistribution::new(&[]);
+        assert_eq!(empty.share(b"a", b"b"), 1.0);
+        assert!(key_pos(b"a") < key_pos(b"ab") && key_pos(b"ab") < key_pos(b"b"));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Running flushes and compactions.
 
-use super::bits::bits_for_new_table;
+use super::bits::{bits_for_new_table, Incoming};
 use super::picker::{max_grandparent_overlap, Plan};
 use crate::error::{io_context, Error, Result};
 use crate::filename;
@@ -169,7 +169,14 @@ pub(crate) fn flush_memtable(
     if mem.is_empty() {
         return Ok(out);
     }
-    let bits = bits_for_new_table(ctx.opts, version, 0, mem.len() as u64);
+    let first = mem.first().map(|(k, _)| k.user_key).unwrap_or_default();
+    let last = mem.last().map(|(k, _)| k.user_key).unwrap_or_default();
+    let incoming = Incoming {
+        level: 0,
+        keys: mem.len() as u64,
+        range: (&first, &last),
+    };
+    let bits = bits_for_new_table(ctx.opts, version, &incoming);
     let mut outputs = Outputs::new(ctx, 0, bits);
     for (k, v) in mem.iter() {
         outputs.add(&k.user_key, k.trailer, &v)?;
@@ -278,8 +285,13 @@ pub(crate) fn compact(
         sources.push(Box::new(level_entries(&plan.inputs, KeyRange::all())));
     }
     sources.push(Box::new(level_entries(&plan.next_inputs, KeyRange::all())));
-    let incoming: u64 = plan.inputs.iter().map(|t| t.meta.entries).sum();
-    let bits = bits_for_new_table(ctx.opts, version, out_level, incoming);
+    let (lo, hi) = super::picker::user_range(plan.all_inputs());
+    let incoming = Incoming {
+        level: out_level,
+        keys: plan.inputs.iter().map(|t| t.meta.entries).sum(),
+        range: (&lo, &hi),
+    };
+    let bits = bits_for_new_table(ctx.opts, version, &incoming);
     let mut outputs = Outputs::new(ctx, out_level as u32, bits);
     let mut deeper = DeeperLevels::new(version, out_level);
     let mut cut = GrandparentCut {

@@ -75,8 +75,7 @@ impl FilterBuilder {
 
     /// The serialized filter block for `bits_per_key` (> 0).
     pub(crate) fn finish(&self, bits_per_key: f64) -> Vec<u8> {
-        let (lines, probes) = bloom::build_lines(&self.hashes, bits_per_key);
-        encode_blocked(&lines, probes, self.hashes.len() as u64)
+        BloomFilter::build(&self.hashes, bits_per_key).encode()
     }
 }
 
@@ -174,6 +173,23 @@ pub struct BloomFilter {
 }
 
 impl BloomFilter {
+    /// Builds a filter over keys given by their [`hash_key`] hashes, at `bits_per_key`
+    /// (fractions honoured; at least one line for a non-empty set). Duplicate hashes are
+    /// harmless. This is what a table build does; it is public for benchmarks and tools.
+    pub fn build(hashes: &[u64], bits_per_key: f64) -> BloomFilter {
+        let (lines, probes) = bloom::build_lines(hashes, bits_per_key.max(f64::MIN_POSITIVE));
+        BloomFilter {
+            lines,
+            probes,
+            keys: hashes.len() as u64,
+        }
+    }
+
+    /// The serialized filter block (payload and trailer), as stored in a table.
+    pub fn encode(&self) -> Vec<u8> {
+        encode_blocked(&self.lines, self.probes, self.keys)
+    }
+
     /// Probes per key (`k`).
     pub fn probes(&self) -> u32 {
         self.probes
@@ -450,6 +466,18 @@ mod tests {
         assert_eq!(b.set_bits_per_line().len(), 20);
         let t = decode_trailer(&block).unwrap();
         assert_eq!((t.marker, t.kind, t.version, t.hash_id), (0xF1, 1, 1, 1));
+    }
+
+    #[test]
+    fn public_build_matches_the_table_builder() {
+        let hashes: Vec<u64> = (0..500u32).map(|i| hash_key(&i.to_le_bytes())).collect();
+        let mut b = FilterBuilder::new();
+        for &h in &hashes {
+            b.add_hash(h);
+        }
+        let built = BloomFilter::build(&hashes, 9.5);
+        assert_eq!(built.encode(), b.finish(9.5));
+        assert_eq!(decode(&built.encode()).unwrap(), Filter::Bloom(built));
     }
 
     #[test]

@@ -5,7 +5,6 @@ use crate::output::{print_json, CliError};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
-use siltdb::sstable::TableReader;
 use siltdb::{Db, FilterPolicy, Options, Stats, TableOutcome};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -38,6 +37,24 @@ pub struct ReadampArgs {
     /// Seed of the key streams.
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Memtable size in bytes (default: the engine's default, 4 MiB).
+    #[arg(long)]
+    memtable_size: Option<usize>,
+    /// Target size of L1 in bytes (default 64 MiB); smaller values make deeper trees.
+    #[arg(long)]
+    level_base_size: Option<u64>,
+    /// Target table size in bytes (default 8 MiB).
+    #[arg(long)]
+    target_table_size: Option<u64>,
+    /// After the load, overwrite this many random loaded keys (new values): a steady-state
+    /// tree whose levels all span the key range, as after a long run of updates.
+    #[arg(long, default_value_t = 0)]
+    overwrites: u64,
+    /// After the tree has settled, flush this many more small batches of overwrites so that
+    /// L0 holds that many tables, as a tree does while writes go on (keep it below the L0
+    /// compaction trigger, 4).
+    #[arg(long, default_value_t = 0)]
+    l0_tables: u32,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -207,15 +224,11 @@ fn delta(after: &Stats, before: &Stats, f: fn(&Stats) -> u64) -> u64 {
 }
 
 /// The predicted false-positive rate of every table in the database, by table number.
-fn table_fprs(dir: &Path) -> Result<HashMap<u64, f64>, CliError> {
-    let summary = siltdb::inspect::read_manifest(dir)?;
-    let mut out = HashMap::new();
-    for meta in summary.levels.iter().flatten() {
-        let path = dir.join(siltdb::filename::table_name(meta.number));
-        let t = TableReader::open_file(&path)?;
-        out.insert(meta.number, t.filter().map_or(1.0, |f| f.predicted_fpr()));
-    }
-    Ok(out)
+fn table_fprs(db: &Db) -> HashMap<u64, f64> {
+    db.tables()
+        .into_iter()
+        .map(|t| (t.table_id, t.predicted_fpr))
+        .collect()
 }
 
 fn percentile(sorted: &[u32], p: f64) -> f64 {
@@ -316,7 +329,17 @@ fn run_setting(
         std::fs::remove_dir_all(dir)
             .map_err(|e| CliError::input(format!("cannot clear {}: {e}", dir.display())))?;
     }
-    let db = Db::open_with(dir, Options::default().filter_policy(policy))?;
+    let mut opts = Options::default().filter_policy(policy);
+    if let Some(v) = args.memtable_size {
+        opts = opts.memtable_size(v);
+    }
+    if let Some(v) = args.level_base_size {
+        opts = opts.level_base_size(v);
+    }
+    if let Some(v) = args.target_table_size {
+        opts = opts.target_table_size(v);
+    }
+    let mut db = Db::open_with(dir, opts.clone())?;
     let value = vec![b'v'; args.value_size];
     let pb = bar(args.keys, &format!("load, bits/key {}", setting.label));
     let start = Instant::now();
@@ -326,12 +349,46 @@ fn run_setting(
             pb.set_position(i);
         }
     }
+    if args.overwrites > 0 {
+        let value2 = vec![b'w'; args.value_size];
+        pb.set_length(args.keys + args.overwrites);
+        for j in 0..args.overwrites {
+            let i = splitmix(args.seed ^ 0x0bad_5eed ^ j) % args.keys;
+            db.insert(make_key(0, args.seed, i), &value2)?;
+            if j % 8192 == 0 {
+                pb.set_position(args.keys + j);
+            }
+        }
+    }
     pb.set_message("flush and compact".to_string());
     db.flush()?;
     db.wait_for_compactions()?;
+    let stats = db.stats();
+    if args.l0_tables > 0 {
+        // Drain L0 (reopen with a trigger of one table), then flush exactly the asked number
+        // of tables with compaction off, so that every setting reads the same shape.
+        db.close()?;
+        drop(db);
+        let drain = Db::open_with(dir, opts.clone().l0_compaction_trigger(1))?;
+        drain.wait_for_compactions()?;
+        drain.close()?;
+        drop(drain);
+        db = Db::open_with(dir, opts.auto_compaction(false))?;
+        let value3 = vec![b'l'; args.value_size];
+        // Half a memtable per table, so that each batch is one flush.
+        let memtable = args.memtable_size.unwrap_or(4 << 20) as u64;
+        let per_entry = 16 + args.value_size as u64 + 64 + 8;
+        for t in 0..args.l0_tables {
+            let n = (memtable / per_entry / 2).max(1);
+            for j in 0..n {
+                let i = splitmix(args.seed ^ 0x10ad ^ (u64::from(t) << 32) ^ j) % args.keys;
+                db.insert(make_key(0, args.seed, i), &value3)?;
+            }
+            db.flush()?;
+        }
+    }
     let load_secs = start.elapsed().as_secs_f64();
     pb.finish_and_clear();
-    let stats = db.stats();
     let levels: Vec<LevelRow> = db
         .levels()
         .into_iter()
@@ -348,7 +405,7 @@ fn run_setting(
     let filter_bytes: u64 = levels.iter().map(|l| l.filter_bytes).sum();
     let filter_keys: u64 = db.levels().iter().map(|l| l.filter_keys).sum();
     let expected_wasted = levels.iter().map(|l| l.expected_fpr).sum();
-    let fprs = table_fprs(dir)?;
+    let fprs = table_fprs(&db);
     let mut reads = Vec::new();
     for kind in [
         ReadKind::Present,
@@ -361,7 +418,7 @@ fn run_setting(
     Ok(SettingReport {
         setting,
         load_secs,
-        load_keys_per_sec: args.keys as f64 / load_secs,
+        load_keys_per_sec: (args.keys + args.overwrites) as f64 / load_secs,
         write_amplification: stats.write_amplification(),
         levels,
         filter_bytes,
