@@ -258,14 +258,14 @@ impl Db {
         threads.push(
             std::thread::Builder::new()
                 .name("siltdb-flush".into())
-                .spawn(move || c.flush_loop())
+                .spawn(move || c.clone().guarded("flush", |c| c.flush_loop()))
                 .map_err(Error::Io)?,
         );
         let c = core.clone();
         threads.push(
             std::thread::Builder::new()
                 .name("siltdb-compact".into())
-                .spawn(move || c.compaction_loop())
+                .spawn(move || c.clone().guarded("compaction", |c| c.compaction_loop()))
                 .map_err(Error::Io)?,
         );
         core.notify_all();
@@ -620,6 +620,19 @@ impl Core {
         for &n in &wals {
             let path = filename::wal_path(&dir, n);
             let tail = wal::replay(fs.as_ref(), &path, n, |batch| {
+                // Sequence numbers continue across the manifest and the WALs without a gap;
+                // a gap means writes were lost (a WAL, or a manifest edit that retired one).
+                if !batch.ops.is_empty() && batch.first_seq > last_seq + 1 {
+                    return Err(Error::corruption(
+                        &path,
+                        batch.offset,
+                        format!(
+                            "sequence numbers {}..{} are missing before this record: a WAL or a manifest edit was lost",
+                            last_seq + 1,
+                            batch.first_seq - 1
+                        ),
+                    ));
+                }
                 let mut seq = batch.first_seq;
                 for op in batch.ops {
                     recovered.insert(op.key, seq, op.kind, op.value);
@@ -639,6 +652,8 @@ impl Core {
             }
             log::info!("{}: replayed", path.display());
         }
+
+        Self::check_orphans(fs.as_ref(), &dir, &files, &versions, last_seq)?;
 
         let shutting_down = AtomicBool::new(false);
         let pending_outputs = Mutex::new(BTreeSet::new());
@@ -759,6 +774,42 @@ impl Core {
         Ok(new_wal)
     }
 
+    /// Tables on disk that the manifest does not list are outputs of jobs that never committed,
+    /// and go. But one that holds writes newer than anything the manifest and the WALs record
+    /// is evidence of a lost manifest edit: deleting it would lose those writes for good.
+    fn check_orphans(
+        fs: &dyn FileSystem,
+        dir: &Path,
+        files: &[(String, FileKind)],
+        versions: &VersionSet,
+        last_seq: SeqNo,
+    ) -> Result<()> {
+        let live: HashSet<u64> = versions.current().live_numbers().into_iter().collect();
+        for (name, kind) in files {
+            let FileKind::Table(n) = kind else { continue };
+            if live.contains(n) {
+                continue;
+            }
+            let path = dir.join(name);
+            // One that does not open was cut short by a crash: nothing to account for.
+            if let Ok(t) = crate::sstable::TableReader::open(fs, &path) {
+                let p = t.properties();
+                if p.entries > 0 && p.max_seq > last_seq {
+                    return Err(Error::corruption(
+                        &path,
+                        0,
+                        format!(
+                            "table is not in the manifest but holds writes up to sequence {} \
+                             while the manifest and WALs end at {last_seq}: a manifest edit was lost",
+                            p.max_seq
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Removes the files the manifest does not reference: old WALs and manifests,
     /// temporaries, and tables left by jobs that never committed.
     fn remove_unreferenced(
@@ -785,6 +836,28 @@ impl Core {
             }
         }
         Ok(())
+    }
+
+    /// Runs a background loop; if it panics (a bug), writes are refused with the panic message
+    /// instead of waiting forever for work that will never finish.
+    fn guarded(self: Arc<Self>, what: &str, body: impl FnOnce(Arc<Self>)) {
+        let core = self.clone();
+        if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(self))) {
+            let msg = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            log::error!("{}: {what} thread panicked: {msg}", core.dir.display());
+            Counters::add(&core.counters.background_errors, 1);
+            let mut st = core.state.lock();
+            core.poison(
+                &mut st,
+                PoisonReason::Io(format!("the {what} thread panicked: {msg}")),
+            );
+            drop(st);
+            core.notify_all();
+        }
     }
 
     fn notify_all(&self) {
@@ -1357,6 +1430,11 @@ impl Core {
             ..
         } = out;
         edit.log_number = Some(next_wal);
+        if crate::sabotage::planted(crate::sabotage::Bug::DeleteWalBeforeManifestSync) {
+            let _ = self
+                .fs
+                .remove(&filename::wal_path(&self.dir, imm.wal_number()));
+        }
         let imm_ptr = Arc::as_ptr(imm);
         self.install(edit, &opened, |st| {
             if st.imms.front().is_some_and(|m| Arc::as_ptr(m) == imm_ptr) {

@@ -46,12 +46,16 @@ mod error;
 pub mod filename;
 pub mod filter;
 pub mod fs;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod inspect;
 mod iter;
 mod key;
 mod memtable;
 mod options;
 mod record;
+#[doc(hidden)]
+pub mod sabotage;
 mod scan;
 mod snapshot;
 pub mod sstable;

@@ -57,6 +57,8 @@ pub(crate) fn decode_ops(ops: &[u8], count: u32) -> Option<Vec<Op<&[u8]>>> {
 /// A decoded WAL payload.
 #[derive(Debug)]
 pub(crate) struct WalBatch {
+    /// Offset of its record in the WAL file (0 when decoded from bytes alone).
+    pub(crate) offset: u64,
     pub(crate) first_seq: SeqNo,
     pub(crate) ops: Vec<Op<Bytes>>,
 }
@@ -90,7 +92,11 @@ pub(crate) fn decode_payload(payload: Vec<u8>) -> Option<WalBatch> {
             },
         })
         .collect();
-    Some(WalBatch { first_seq, ops })
+    Some(WalBatch {
+        offset: 0,
+        first_seq,
+        ops,
+    })
 }
 
 /// The WAL file being appended to.
@@ -135,6 +141,9 @@ impl WalWriter {
 
     /// fdatasync of the WAL file.
     pub(crate) fn sync(&mut self) -> Result<()> {
+        if crate::sabotage::planted(crate::sabotage::Bug::SkipWalFsync) {
+            return Ok(());
+        }
         self.log
             .sync()
             .map_err(|e| io_context("sync", &self.path, e))
@@ -154,13 +163,14 @@ pub(crate) fn replay(
     let mut reader = RecordReader::new(file, path, number);
     while let Some(rec) = reader.next()? {
         let offset = rec.offset;
-        let batch = decode_payload(rec.payload).ok_or_else(|| {
+        let mut batch = decode_payload(rec.payload).ok_or_else(|| {
             Error::corruption(
                 path,
                 offset,
                 "WAL record has a valid checksum but bad contents",
             )
         })?;
+        batch.offset = offset;
         apply(batch)?;
     }
     Ok(reader.tail())

@@ -139,12 +139,28 @@ struct State {
     fault: Option<(FaultPlan, u64)>,
     faults_injected: u64,
     recorder: Option<Recorder>,
+    tag: u64,
 }
 
 struct Recorder {
     every: u64,
-    images: Vec<(u64, MemFs)>,
+    images: Vec<CrashPoint>,
+    hook: Option<CrashHook>,
 }
+
+/// A copy of the file system taken before one operation (see [`MemFs::record_every`]).
+#[derive(Clone, Debug)]
+pub struct CrashPoint {
+    /// Index of the operation the copy was taken before.
+    pub op: u64,
+    /// The tag set with [`MemFs::set_tag`] when the copy was taken.
+    pub tag: u64,
+    /// The copy, synced state included: call [`MemFs::crash_image`] on it.
+    pub fs: MemFs,
+}
+
+/// Called with each crash point as it is taken (see [`MemFs::set_crash_hook`]).
+pub type CrashHook = Arc<dyn Fn(CrashPoint) + Send + Sync>;
 
 /// An in-memory [`FileSystem`] for tests: crash images, fault injection, operation counts.
 /// Cloning a `MemFs` gives another handle to the same files.
@@ -186,13 +202,30 @@ impl MemFs {
         let mut st = self.state.lock();
         let index = st.ops;
         st.ops += 1;
+        let mut due: Option<(CrashPoint, Option<CrashHook>)> = None;
         if let Some(rec) = &st.recorder {
             if index.is_multiple_of(rec.every) {
-                let image = deep_clone(&st);
+                let point = CrashPoint {
+                    op: index,
+                    tag: st.tag,
+                    fs: deep_clone(&st),
+                };
+                due = Some((point, rec.hook.clone()));
+            }
+        }
+        match due {
+            Some((point, Some(hook))) => {
+                // Run the hook without holding the lock: it may take a while.
+                drop(st);
+                hook(point);
+                st = self.state.lock();
+            }
+            Some((point, None)) => {
                 if let Some(rec) = st.recorder.as_mut() {
-                    rec.images.push((index, image));
+                    rec.images.push(point);
                 }
             }
+            None => {}
         }
         let mut fail = false;
         if let Some((plan, seen)) = st.fault.as_mut() {
@@ -235,12 +268,28 @@ impl MemFs {
         self.state.lock().recorder = (every > 0).then(|| Recorder {
             every,
             images: Vec::new(),
+            hook: None,
         });
     }
 
-    /// The copies recorded so far, with the index of the operation each was taken before.
-    /// Call [`crash_image`](Self::crash_image) on a copy to see what a crash then would leave.
-    pub fn take_recorded(&self) -> Vec<(u64, MemFs)> {
+    /// Like [`record_every`](Self::record_every), but hands each copy to `hook` as it is
+    /// taken (on the thread doing the operation) instead of keeping it.
+    pub fn set_crash_hook(&self, every: u64, hook: Option<CrashHook>) {
+        self.state.lock().recorder = (every > 0 && hook.is_some()).then(|| Recorder {
+            every,
+            images: Vec::new(),
+            hook,
+        });
+    }
+
+    /// Sets the tag stored with crash points from now on (a workload's progress, say).
+    pub fn set_tag(&self, tag: u64) {
+        self.state.lock().tag = tag;
+    }
+
+    /// The copies recorded so far. Call [`crash_image`](Self::crash_image) on a copy to see
+    /// what a crash then would leave.
+    pub fn take_recorded(&self) -> Vec<CrashPoint> {
         self.state
             .lock()
             .recorder
@@ -700,13 +749,22 @@ mod tests {
     #[test]
     fn recorder_copies_state_before_operations() {
         let (fs, dir) = setup();
+        fs.set_tag(5);
         fs.record_every(1);
         let mut w = fs.create(&dir.join("a")).unwrap();
         w.append(b"x").unwrap();
         let rec = fs.take_recorded();
         assert_eq!(rec.len(), 2);
-        assert!(!rec[0].1.exists(&dir.join("a")));
-        assert_eq!(rec[1].1.read_file(&dir.join("a")).unwrap(), b"");
+        assert!(!rec[0].fs.exists(&dir.join("a")));
+        assert_eq!(rec[0].tag, 5);
+        assert_eq!(rec[1].fs.read_file(&dir.join("a")).unwrap(), b"");
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s2 = seen.clone();
+        fs.set_crash_hook(1, Some(Arc::new(move |p: CrashPoint| s2.lock().push(p.op))));
+        w.append(b"y").unwrap();
+        w.sync().unwrap();
+        assert_eq!(seen.lock().len(), 2);
+        assert!(fs.take_recorded().is_empty());
     }
 
     #[test]

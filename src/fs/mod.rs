@@ -9,7 +9,7 @@
 mod mem;
 mod os;
 
-pub use mem::{CrashImageOptions, FaultPlan, MemFs, OpKind, UnsyncedData};
+pub use mem::{CrashHook, CrashImageOptions, CrashPoint, FaultPlan, MemFs, OpKind, UnsyncedData};
 pub use os::OsFs;
 
 use std::fmt;

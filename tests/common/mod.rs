@@ -95,3 +95,7 @@ pub fn build_tables(dir: &Path, n: u32, bits: f64) -> std::path::PathBuf {
 pub fn mask_crc(crc: u32) -> u32 {
     crc.rotate_right(15).wrapping_add(0xa282_ead8)
 }
+
+pub mod crash;
+pub mod flips;
+pub mod history;

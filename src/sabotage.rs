@@ -1,0 +1,45 @@
+//! Planted bugs for the harness self-check (`tests/harness_self_check.rs`): with the
+//! `sabotage` feature, [`plant`] turns a known bug on at run time so that the test can prove
+//! the crash and corruption tests catch it. Without the feature every check is `false` at
+//! compile time.
+
+/// A bug that can be planted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Bug {
+    /// `WalWriter::sync` returns without syncing.
+    SkipWalFsync = 1,
+    /// A flush deletes the sealed memtable's WAL before the manifest edit is synced.
+    DeleteWalBeforeManifestSync = 2,
+    /// Block reads skip the checksum comparison.
+    IgnoreBlockChecksum = 4,
+}
+
+#[cfg(feature = "sabotage")]
+static PLANTED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Plants `bug` (process-wide) until [`clear`].
+#[cfg(feature = "sabotage")]
+pub fn plant(bug: Bug) {
+    PLANTED.fetch_or(bug as u32, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Removes every planted bug.
+#[cfg(feature = "sabotage")]
+pub fn clear() {
+    PLANTED.store(0, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// True if `bug` is planted.
+#[inline]
+pub(crate) fn planted(bug: Bug) -> bool {
+    #[cfg(feature = "sabotage")]
+    {
+        PLANTED.load(std::sync::atomic::Ordering::Relaxed) & bug as u32 != 0
+    }
+    #[cfg(not(feature = "sabotage"))]
+    {
+        let _ = bug;
+        false
+    }
+}

@@ -1,0 +1,157 @@
+//! Issue 7, test 1: kill -9. This test binary re-executes itself as a child writer
+//! (`sync_writes(true)`, a deterministic history of inserts, overwrites, deletes and batches,
+//! with background flushes and compactions on tiny memtables) that prints `ack N` after op `N`
+//! returns. The parent kills it with SIGKILL at a random moment, reopens the database and
+//! checks that it opens (D5), holds every acknowledged op (D1), holds whole batches (D3) and no
+//! phantom or resurrected value (D4): the state must equal the history after the acknowledged
+//! ops, or after one more (the op in flight). The next cycle continues from there.
+//!
+//! Sizes: `SILT_KILL9_CYCLES` (default 50). Long run:
+//! `SILT_KILL9_CYCLES=2000 cargo test --release --all-features --test crash_kill9 -- --ignored`.
+mod common;
+
+use common::history::{self, judge, Verdict};
+use siltdb::{Db, Options};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+const SEED: u64 = 99;
+
+fn options() -> Options {
+    Options::default()
+        .sync_writes(true)
+        .memtable_size(16 << 10)
+        .block_size(1024)
+        .level_base_size(64 << 10)
+        .target_table_size(16 << 10)
+        .l0_compaction_trigger(2)
+}
+
+/// The child: write ops from `start` on, forever, acknowledging each on stdout.
+fn child(dir: &str, start: u64) -> ! {
+    let db = Db::open_with(dir, options()).expect("child open");
+    println!("open");
+    let mut i = start;
+    loop {
+        history::op(SEED, i).run(&db).expect("child write");
+        println!("ack {i}");
+        i += 1;
+    }
+}
+
+fn run_cycles(cycles: u64, name: &str) {
+    if let (Ok(dir), Ok(start)) = (
+        std::env::var("SILT_KILL9_DIR"),
+        std::env::var("SILT_KILL9_START"),
+    ) {
+        child(&dir, start.parse().unwrap());
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_str().unwrap().to_string();
+    let exe = std::env::current_exe().unwrap();
+    let mut rng = common::Rng(5);
+    let (mut next, mut acked_total, mut lost, mut phantom, mut torn, mut opened) =
+        (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut holes, mut cycles_run, mut first_problem) = (0u64, cycles, None::<String>);
+    for cycle in 0..cycles {
+        let mut child = Command::new(&exe)
+            .args([
+                name,
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+                "--include-ignored",
+            ])
+            .env("SILT_KILL9_DIR", &dir)
+            .env("SILT_KILL9_START", next.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn child");
+        let out = child.stdout.take().unwrap();
+        let last_ack = Arc::new(AtomicI64::new(-1));
+        let la = last_ack.clone();
+        let reader = std::thread::spawn(move || {
+            let mut open = false;
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if line == "open" {
+                    open = true;
+                }
+                if let Some(n) = line.strip_prefix("ack ") {
+                    la.store(n.parse().unwrap(), Ordering::SeqCst);
+                }
+            }
+            open
+        });
+        // Kill at a random moment: sometimes during open and recovery, mostly while writing.
+        std::thread::sleep(Duration::from_millis(rng.below(250)));
+        child.kill().expect("kill");
+        child.wait().unwrap();
+        let child_opened = reader.join().unwrap();
+        let acked = match last_ack.load(Ordering::SeqCst) {
+            -1 => next,
+            n => n as u64 + 1,
+        };
+        acked_total += acked - next;
+        // Reopen and judge.
+        let db = Db::open_with(Path::new(&dir), options())
+            .unwrap_or_else(|e| panic!("cycle {cycle}: open failed (D5): {e}"));
+        opened += 1;
+        let state =
+            history::read_state(&db).unwrap_or_else(|e| panic!("cycle {cycle}: scan failed: {e}"));
+        torn += history::torn_batches(SEED, acked + 1, &state);
+        let problem = match judge(SEED, acked + 1, &state) {
+            Verdict::Prefix(p) if p >= acked => {
+                next = p;
+                None
+            }
+            Verdict::Prefix(p) => {
+                lost += 1;
+                Some(format!("recovered {p} ops but {acked} were acknowledged (child opened: {child_opened})"))
+            }
+            Verdict::Phantom(w) => {
+                phantom += 1;
+                Some(format!("phantom {w}"))
+            }
+            Verdict::Hole => {
+                holes += 1;
+                Some("recovered state is no prefix of the history".to_string())
+            }
+        };
+        db.close().unwrap();
+        if let Some(p) = problem {
+            // The history has diverged from the database: stop here and report.
+            first_problem = Some(format!("cycle {cycle}: {p}"));
+            cycles_run = cycle + 1;
+            break;
+        }
+    }
+    println!(
+        "kill -9: cycles={cycles_run} open_ok={opened}/{cycles_run} acknowledged={acked_total} lost={lost} phantom={phantom} holes={holes} torn_batches={torn} ops_recovered={next}"
+    );
+    assert_eq!(lost + phantom + holes + torn, 0, "{first_problem:?}");
+}
+
+#[test]
+fn kill9_crash_recovery() {
+    let cycles = std::env::var("SILT_KILL9_CYCLES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(50);
+    run_cycles(cycles, "kill9_crash_recovery");
+}
+
+#[test]
+#[ignore]
+fn kill9_crash_recovery_long() {
+    let cycles = std::env::var("SILT_KILL9_CYCLES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2000);
+    run_cycles(cycles, "kill9_crash_recovery_long");
+}

@@ -1,0 +1,39 @@
+//! Issue 7, test 2: simulated power loss. A fixed workload (writes, periodic syncs, flushes,
+//! background compactions, a reopen that rewrites the manifest) runs on the in-memory file
+//! system; at every k-th file-system operation a crash image is checked under three models:
+//! only synced data and synced directory entries survive (power loss); synced data plus a
+//! random prefix of the unsynced (and sometimes the unsynced directory entries); everything
+//! (process crash). Each recovered database must open (D5), hold every synced write (D1) or
+//! every acknowledged one after a process crash (D2), equal the history up to some point with
+//! no holes (D2), hold whole batches (D3) and no phantom or resurrected value (D4).
+//!
+//! Sizes: `SILT_CRASH_OPS` (default 1500), `SILT_CRASH_EVERY` (default 8). The long run,
+//! every operation: `cargo test --release --all-features --test crash_power_loss -- --ignored`.
+mod common;
+
+fn env(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+#[test]
+fn power_loss_crash_points() {
+    let r = common::crash::run(7, env("SILT_CRASH_OPS", 1500), env("SILT_CRASH_EVERY", 8));
+    println!("{}", r.card("power loss"));
+    assert!(
+        r.crash_points >= 500,
+        "too few crash points: {}",
+        r.crash_points
+    );
+    assert_eq!(r.problems(), 0, "{}", r.first_problem.unwrap_or_default());
+}
+
+#[test]
+#[ignore]
+fn power_loss_every_operation() {
+    let r = common::crash::run(11, env("SILT_CRASH_OPS", 1500), 1);
+    println!("{}", r.card("power loss (every operation)"));
+    assert_eq!(r.problems(), 0, "{}", r.first_problem.unwrap_or_default());
+}

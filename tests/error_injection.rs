@@ -1,0 +1,206 @@
+//! Issue 7, test 3: error injection. A small workload runs on the in-memory file system with
+//! the i-th file-system operation (of any kind: create, write, sync, directory sync, rename,
+//! remove, read, open) made to fail, for every i. Checks: no panic; no wrong answer from a get
+//! or scan during the run; once a write, batch or sync has failed, no later one succeeds (D7: a
+//! failed WAL or manifest write or fsync is never retried and then acknowledged); and after a
+//! clean reopen every acknowledged write is there, nothing else (D1, D4).
+//!
+//! Sizes: `SILT_FAULT_OPS` (ops in the workload, default 500), `SILT_FAULT_STEP` (test every
+//! k-th operation index, default 1).
+mod common;
+
+use common::history::{self, judge, State, Verdict};
+use siltdb::fs::{FaultPlan, FileSystem, MemFs};
+use siltdb::{Db, Options};
+use std::path::Path;
+use std::sync::Arc;
+
+const SEED: u64 = 3;
+
+fn options(fs: &MemFs) -> Options {
+    Options::default()
+        .file_system(Arc::new(fs.clone()) as Arc<dyn FileSystem>)
+        .memtable_size(4 << 10)
+        .block_size(512)
+        .level_base_size(16 << 10)
+        .target_table_size(4 << 10)
+        .l0_compaction_trigger(2)
+}
+
+#[derive(Default, Debug)]
+struct Tally {
+    points: u64,
+    injected: u64,
+    panics: u64,
+    wrong: u64,
+    ack_after_failure: u64,
+    lost: u64,
+    reopen_failures: u64,
+    first: Option<String>,
+}
+
+impl Tally {
+    fn note(&mut self, s: String) {
+        if self.first.is_none() {
+            self.first = Some(s);
+        }
+    }
+}
+
+/// Runs the workload with `fault`; returns the number of file-system operations it made.
+fn run_once(fault: Option<FaultPlan>, ops: u64, t: &mut Tally) -> u64 {
+    let fs = MemFs::new();
+    let dir = Path::new("/db");
+    let db = Db::open_with(dir, options(&fs)).expect("open without faults");
+    let start = fs.op_count();
+    let faulty = fault.is_some();
+    fs.set_fault(fault);
+    let mut model = State::new();
+    let mut acked = 0u64;
+    let mut failed_write = false;
+    let mut errors: Vec<String> = Vec::new();
+    for i in 0..ops {
+        let op = history::op(SEED, i);
+        match op.run(&db) {
+            Ok(()) => {
+                if failed_write {
+                    t.ack_after_failure += 1;
+                    t.note(format!("op {i} acknowledged after an earlier write failed"));
+                }
+                op.apply(&mut model);
+                acked = i + 1;
+            }
+            Err(e) => {
+                errors.push(e.to_string());
+                if !failed_write {
+                    failed_write = true;
+                }
+            }
+        }
+        if i % 7 == 0 {
+            // A get of a key this history wrote: never a wrong answer.
+            let key = history::new_key(i / 2);
+            match db.get(&key) {
+                Ok(v) if v.as_ref() != model.get(&key) => {
+                    t.wrong += 1;
+                    t.note(format!(
+                        "get {:?} = {v:?}, expected {:?}",
+                        String::from_utf8_lossy(&key),
+                        model.get(&key)
+                    ));
+                }
+                Ok(_) => {}
+                Err(e) => errors.push(e.to_string()),
+            }
+        }
+        if i % 29 == 28 {
+            match history::read_state(&db) {
+                Ok(s) if s != model => {
+                    t.wrong += 1;
+                    t.note(format!("scan after op {i} differs from the model"));
+                }
+                Ok(_) => {}
+                Err(e) => errors.push(e.to_string()),
+            }
+        }
+        if i % 17 == 16 {
+            match db.sync() {
+                Ok(()) if failed_write => {
+                    t.ack_after_failure += 1;
+                    t.note(format!("sync after op {i} succeeded after a failed write"));
+                }
+                Ok(()) => {}
+                Err(e) => {
+                    errors.push(e.to_string());
+                    failed_write = true;
+                }
+            }
+        }
+        if i % 41 == 40 {
+            if let Err(e) = db.flush() {
+                errors.push(e.to_string());
+            }
+        }
+    }
+    let used = fs.op_count() - start;
+    if faulty {
+        t.points += 1;
+        t.injected += fs.faults_injected();
+    }
+    if errors.iter().any(|e| e.contains("panicked")) {
+        t.panics += 1;
+        t.note(format!("background panic: {errors:?}"));
+    }
+    drop(db);
+    fs.set_fault(None);
+    // Reopen cleanly: every acknowledged op, plus perhaps the one that failed.
+    match Db::open_with(dir, options(&fs)) {
+        Ok(db) => match history::read_state(&db) {
+            Ok(state) => match judge(SEED, acked + 1, &state) {
+                Verdict::Prefix(p) if p >= acked => {}
+                other => {
+                    t.lost += 1;
+                    t.note(format!("after reopen: {other:?}, acknowledged {acked}"));
+                }
+            },
+            Err(e) => {
+                t.reopen_failures += 1;
+                t.note(format!("scan after reopen: {e}"));
+            }
+        },
+        Err(e) => {
+            t.reopen_failures += 1;
+            t.note(format!("reopen: {e}"));
+        }
+    }
+    used
+}
+
+fn env(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+#[test]
+fn every_operation_fails_once() {
+    let ops = env("SILT_FAULT_OPS", 500);
+    let step = env("SILT_FAULT_STEP", 1).max(1);
+    let mut t = Tally::default();
+    let total = run_once(None, ops, &mut t);
+    assert_eq!(
+        t.lost + t.wrong + t.reopen_failures,
+        0,
+        "fault-free run: {:?}",
+        t.first
+    );
+    let mut i = 0;
+    while i < total {
+        let plan = FaultPlan {
+            index: i,
+            kinds: Vec::new(),
+            persistent: false,
+            path_contains: None,
+        };
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_once(Some(plan), ops, &mut t)
+        }));
+        if caught.is_err() {
+            t.panics += 1;
+            t.points += 1;
+        }
+        i += step;
+    }
+    println!(
+        "error injection: inject_points={} injected={} panics={} wrong={} acks_after_failed_write={} acked_lost={} reopen_failures={}",
+        t.points, t.injected, t.panics, t.wrong, t.ack_after_failure, t.lost, t.reopen_failures
+    );
+    assert!(t.points >= total / step);
+    assert_eq!(
+        t.panics + t.wrong + t.ack_after_failure + t.lost + t.reopen_failures,
+        0,
+        "{:?}",
+        t.first
+    );
+}
