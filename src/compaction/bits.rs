@@ -112,6 +112,8 @@ pub(crate) struct Incoming<'a> {
     pub(crate) keys: u64,
     /// User-key range of the new data.
     pub(crate) range: (&'a [u8], &'a [u8]),
+    /// Filter bytes of the tables the job replaces (compaction inputs): freed when it commits.
+    pub(crate) replaced_filter_bytes: u64,
 }
 
 /// The shape of the tree as the filter allocator sees it, with the incoming table added:
@@ -207,19 +209,48 @@ pub(crate) fn bits_per_level(opts: &Options, shape: &[LevelShape]) -> Vec<f64> {
 }
 
 /// Bits per key for a table about to join a level.
+///
+/// With a filter memory limit, the policy first fits the whole tree's projected filters under
+/// it (largest levels first), then the new table is capped by the room actually left: the
+/// limit minus the filters alive now, plus those the job replaces. Tables written before the
+/// limit began to bind shrink as compaction rewrites them. Never below 1 bit per key.
 pub(crate) fn bits_for_new_table(
     opts: &Options,
     version: &Version,
     incoming: &Incoming<'_>,
 ) -> f64 {
-    match &opts.filter_policy {
-        FilterPolicy::None => 0.0,
+    let bits = match &opts.filter_policy {
+        FilterPolicy::None => return 0.0,
         FilterPolicy::Uniform { .. } | FilterPolicy::PerLevel(_)
             if opts.filter_memory_limit.is_none() =>
         {
-            bits_per_level(opts, &[])[incoming.level]
+            return bits_per_level(opts, &[])[incoming.level];
         }
         _ => bits_per_level(opts, &level_shapes(version, Some(incoming)))[incoming.level],
+    };
+    let Some(limit) = opts.filter_memory_limit else {
+        return bits;
+    };
+    if bits <= 0.0 || incoming.keys == 0 {
+        return bits;
+    }
+    let alive: u64 = version
+        .levels
+        .iter()
+        .flatten()
+        .map(|t| t.filter_bytes() as u64)
+        .sum();
+    let used = alive.saturating_sub(incoming.replaced_filter_bytes);
+    let room = limit.saturating_sub(used) as f64 * 8.0 / incoming.keys as f64;
+    if room < bits {
+        let capped = room.max(allocation::MIN_BITS);
+        log::info!(
+            "filter memory limit: a new L{} table gets {capped:.2} bits/key instead of {bits:.2} ({used} of {limit} bytes in use)",
+            incoming.level
+        );
+        capped
+    } else {
+        bits
     }
 }
 

@@ -175,6 +175,7 @@ pub(crate) fn flush_memtable(
         level: 0,
         keys: mem.len() as u64,
         range: (&first, &last),
+        replaced_filter_bytes: 0,
     };
     let bits = bits_for_new_table(ctx.opts, version, &incoming);
     let mut outputs = Outputs::new(ctx, 0, bits);
@@ -288,8 +289,9 @@ pub(crate) fn compact(
     let (lo, hi) = super::picker::user_range(plan.all_inputs());
     let incoming = Incoming {
         level: out_level,
-        keys: plan.inputs.iter().map(|t| t.meta.entries).sum(),
+        keys: plan.all_inputs().map(|t| t.meta.entries).sum(),
         range: (&lo, &hi),
+        replaced_filter_bytes: plan.all_inputs().map(|t| t.filter_bytes() as u64).sum(),
     };
     let bits = bits_for_new_table(ctx.opts, version, &incoming);
     let mut outputs = Outputs::new(ctx, out_level as u32, bits);
