@@ -109,7 +109,10 @@ impl KeyDistribution {
 /// A table about to be written, as the allocator needs to know it.
 pub(crate) struct Incoming<'a> {
     pub(crate) level: usize,
+    /// Keys entering the level (compaction: from the level above; the rest are there already).
     pub(crate) keys: u64,
+    /// Keys in the tables being written (compaction: every input).
+    pub(crate) output_keys: u64,
     /// User-key range of the new data.
     pub(crate) range: (&'a [u8], &'a [u8]),
     /// Filter bytes of the tables the job replaces (compaction inputs): freed when it commits.
@@ -231,7 +234,7 @@ pub(crate) fn bits_for_new_table(
     let Some(limit) = opts.filter_memory_limit else {
         return bits;
     };
-    if bits <= 0.0 || incoming.keys == 0 {
+    if bits <= 0.0 || incoming.output_keys == 0 {
         return bits;
     }
     let alive: u64 = version
@@ -241,7 +244,7 @@ pub(crate) fn bits_for_new_table(
         .map(|t| t.filter_bytes() as u64)
         .sum();
     let used = alive.saturating_sub(incoming.replaced_filter_bytes);
-    let room = limit.saturating_sub(used) as f64 * 8.0 / incoming.keys as f64;
+    let room = limit.saturating_sub(used) as f64 * 8.0 / incoming.output_keys as f64;
     if room < bits {
         let capped = room.max(allocation::MIN_BITS);
         log::info!(

@@ -174,6 +174,7 @@ pub(crate) fn flush_memtable(
     let incoming = Incoming {
         level: 0,
         keys: mem.len() as u64,
+        output_keys: mem.len() as u64,
         range: (&first, &last),
         replaced_filter_bytes: 0,
     };
@@ -289,7 +290,8 @@ pub(crate) fn compact(
     let (lo, hi) = super::picker::user_range(plan.all_inputs());
     let incoming = Incoming {
         level: out_level,
-        keys: plan.all_inputs().map(|t| t.meta.entries).sum(),
+        keys: plan.inputs.iter().map(|t| t.meta.entries).sum(),
+        output_keys: plan.all_inputs().map(|t| t.meta.entries).sum(),
         range: (&lo, &hi),
         replaced_filter_bytes: plan.all_inputs().map(|t| t.filter_bytes() as u64).sum(),
     };
