@@ -661,6 +661,14 @@ impl Core {
             // Nothing is written: the replayed writes stay in memory.
             (Arc::new(recovered), None)
         } else {
+            // The replayed WALs may hold bytes a crash left only in the page cache. Make them
+            // durable before their contents go to a table: otherwise a power loss during this
+            // open could leave a synced table holding writes that the WALs no longer hold.
+            for &n in &wals {
+                let path = filename::wal_path(&dir, n);
+                fs.sync_file(&path)
+                    .map_err(|e| io_context("sync", &path, e))?;
+            }
             let new_wal = Self::recover_for_writing(
                 &fs,
                 &dir,

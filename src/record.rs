@@ -182,11 +182,15 @@ impl RecordReader {
         Ok(Some(payload))
     }
 
-    /// True if any valid record starts after `offset`. Each candidate start costs a
-    /// constant-time header check; only a valid header leads to a payload checksum.
-    fn valid_record_after(&self, offset: u64) -> Result<bool> {
-        let tail = self.read(offset, (self.len - offset) as usize)?;
-        for start in 1..tail.len() {
+    /// True if any valid record starts at or after `from` (> the bad record's offset). Each
+    /// candidate start costs a constant-time header check; only a valid header leads to a
+    /// payload checksum.
+    fn valid_record_after(&self, from: u64) -> Result<bool> {
+        if from >= self.len {
+            return Ok(false);
+        }
+        let tail = self.read(from, (self.len - from) as usize)?;
+        for start in 0..tail.len() {
             let rest = &tail[start..];
             if rest.len() < HEADER_LEN {
                 break;
@@ -246,11 +250,12 @@ impl RecordReader {
     /// True if the bytes `[start, start + len)` are zero from some 4 KiB-aligned file offset to
     /// their end (a file extended by a crash before its pages were written).
     fn zero_from_page_boundary(&self, start: u64, len: u64) -> Result<bool> {
-        let end = start + len;
-        let boundary = (end & !4095).max(start);
-        if boundary == end {
+        if len == 0 {
             return Ok(false);
         }
+        let end = start + len;
+        // The page holding the last byte starts at or before `end - 1`.
+        let boundary = ((end - 1) & !4095).max(start);
         let tail = self.read(boundary, (end - boundary) as usize)?;
         Ok(tail.iter().all(|&b| b == 0))
     }
@@ -268,7 +273,15 @@ impl RecordReader {
             return Ok(Some(Record { offset, payload }));
         }
         self.done = true;
-        if self.valid_record_after(offset)? {
+        // Where a following record could start: after this one if its header is intact (its
+        // own payload is user data and may hold anything), else anywhere after its start.
+        let remaining = self.len - offset;
+        let header = self.read(offset, (HEADER_LEN as u64).min(remaining) as usize)?;
+        let next_start = match check_header(&header, self.file_number, u64::MAX) {
+            Some((_, len)) => offset + HEADER_LEN as u64 + u64::from(len),
+            None => offset + 1,
+        };
+        if self.valid_record_after(next_start)? {
             return Err(Error::corruption(
                 &self.path,
                 offset,
@@ -409,6 +422,40 @@ mod tests {
                 Ok(r) => panic!("bit {bit} not detected: {r:?}"),
             }
         }
+    }
+
+    #[test]
+    fn zero_filled_last_page_ending_on_a_page_boundary_is_torn() {
+        // The record's payload ends exactly at file offset 8192.
+        let first = vec![1u8; 1000 - HEADER_LEN];
+        let second_len = 8192 - 1000 - HEADER_LEN;
+        let (fs, p, mut bytes) = log_with(&[&first, &vec![9u8; second_len]]);
+        assert_eq!(bytes.len(), 8192);
+        for b in &mut bytes[4096..] {
+            *b = 0;
+        }
+        fs.write_file(&p, &bytes).unwrap();
+        let (recs, tail) = read_all(&fs, &p).unwrap();
+        assert_eq!(recs.len(), 1);
+        assert_eq!(tail.torn_at, Some(1000));
+    }
+
+    #[test]
+    fn a_frame_inside_a_cut_records_payload_is_not_a_following_record() {
+        // A value that holds a valid frame for this very log, in a record cut short.
+        let inner = frame(b"inside a value", 7);
+        let mut payload = vec![0xabu8; 100];
+        payload.extend_from_slice(&inner);
+        payload.extend_from_slice(&[0xcd; 100]);
+        let (fs, p, bytes) = log_with(&[b"one", &payload]);
+        fs.write_file(&p, &bytes[..bytes.len() - 50]).unwrap();
+        let (recs, tail) = read_all(&fs, &p).unwrap();
+        assert_eq!(
+            recs.len(),
+            1,
+            "the cut record is a torn tail, not corruption"
+        );
+        assert!(tail.torn_at.is_some());
     }
 
     #[test]

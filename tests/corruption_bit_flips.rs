@@ -77,7 +77,7 @@ fn truncation_of_every_file_is_detected_or_a_suffix_loss() {
             .collect();
         let (mut detected, mut undetected, mut suffix, mut panics, mut wrong) = (0, 0, 0, 0, 0);
         for &cut in &cuts {
-            match flips::judge(&flips::truncate(&base, &path, cut)) {
+            match flips::judge_with(&flips::truncate(&base, &path, cut), true) {
                 Outcome::Detected => detected += 1,
                 Outcome::Undetected => undetected += 1,
                 Outcome::SuffixLost => suffix += 1,

@@ -83,6 +83,13 @@ pub enum UnsyncedData {
         /// Seed of the choice.
         seed: u64,
     },
+    /// The file keeps its written length, but from a random 4 KiB-aligned offset at or after
+    /// the synced length its bytes read as zeros: the size reached the disk before the pages
+    /// did, as ext4 and XFS can leave a file after a power loss.
+    ZeroTail {
+        /// Seed of the choice.
+        seed: u64,
+    },
 }
 
 /// How to build a crash image.
@@ -298,49 +305,84 @@ impl MemFs {
             .unwrap_or_default()
     }
 
-    /// What a crash right now would leave: a new, independent `MemFs` with every byte synced.
+    /// What a crash right now would leave: a new, independent `MemFs`.
+    ///
+    /// After a power loss (any mode but [`UnsyncedData::Keep`]) everything that survived is on
+    /// the disk, so the copy counts every byte and entry it holds as synced. After a process
+    /// crash (`Keep`) the operating system still holds the unsynced bytes and entries, and a
+    /// later power loss can still drop them: the copy keeps what was synced and what was not.
     pub fn crash_image(&self, opts: CrashImageOptions) -> MemFs {
         let st = self.state.lock();
+        let process_crash = opts.unsynced_data == UnsyncedData::Keep;
         let names = if opts.keep_unsynced_dir_entries {
             &st.current
         } else {
             &st.durable
         };
         let mut rng = match opts.unsynced_data {
-            UnsyncedData::RandomPrefix { seed } => seed ^ 0x5851_f42d_4c95_7f2d,
+            UnsyncedData::RandomPrefix { seed } | UnsyncedData::ZeroTail { seed } => {
+                seed ^ 0x5851_f42d_4c95_7f2d
+            }
             _ => 0,
         };
         let mut copies: HashMap<*const Inode, InodeRef> = HashMap::new();
-        let mut out = State {
-            dirs: st.dirs.clone(),
-            ..State::default()
-        };
-        for (path, inode) in names {
-            let copy = copies
+        let mut copy_of = |inode: &InodeRef| -> InodeRef {
+            copies
                 .entry(Arc::as_ptr(inode))
                 .or_insert_with(|| {
                     let c = inode.content.read();
                     let durable = c.durable_len();
                     let keep = match opts.unsynced_data {
                         UnsyncedData::Drop => durable,
-                        UnsyncedData::Keep => c.data.len(),
+                        UnsyncedData::Keep | UnsyncedData::ZeroTail { .. } => c.data.len(),
                         UnsyncedData::RandomPrefix { .. } => {
                             let extra = c.data.len() - durable;
                             durable + (splitmix(&mut rng) % (extra as u64 + 1)) as usize
                         }
                     };
-                    let data = c.data[..keep].to_vec();
-                    Arc::new(Inode {
-                        content: RwLock::new(Content {
+                    let mut data = c.data[..keep].to_vec();
+                    if let UnsyncedData::ZeroTail { .. } = opts.unsynced_data {
+                        let first = durable.div_ceil(4096) * 4096;
+                        if first < data.len() {
+                            let pages = (data.len() - first).div_ceil(4096) as u64;
+                            let from = first + (splitmix(&mut rng) % (pages + 1)) as usize * 4096;
+                            for b in data.iter_mut().skip(from) {
+                                *b = 0;
+                            }
+                        }
+                    }
+                    let content = if process_crash {
+                        Content {
+                            data,
+                            synced_len: c.synced_len,
+                            lost_from: c.lost_from,
+                        }
+                    } else {
+                        Content {
                             synced_len: data.len(),
                             data,
                             lost_from: None,
-                        }),
+                        }
+                    };
+                    Arc::new(Inode {
+                        content: RwLock::new(content),
                     })
                 })
-                .clone();
-            out.current.insert(path.clone(), copy.clone());
-            out.durable.insert(path.clone(), copy);
+                .clone()
+        };
+        let mut out = State {
+            dirs: st.dirs.clone(),
+            ..State::default()
+        };
+        for (path, inode) in names {
+            out.current.insert(path.clone(), copy_of(inode));
+        }
+        if process_crash {
+            for (path, inode) in &st.durable {
+                out.durable.insert(path.clone(), copy_of(inode));
+            }
+        } else {
+            out.durable = out.current.clone();
         }
         MemFs {
             state: Arc::new(Mutex::new(out)),
@@ -627,6 +669,15 @@ impl FileSystem for MemFs {
         Ok(())
     }
 
+    fn sync_file(&self, path: &Path) -> io::Result<()> {
+        self.begin(OpKind::Sync, path)?;
+        let st = self.state.lock();
+        let inode = st.current.get(path).ok_or_else(|| not_found(path))?;
+        let mut c = inode.content.write();
+        c.synced_len = c.data.len();
+        Ok(())
+    }
+
     fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
         self.begin(OpKind::Lock, path)?;
         let mut st = self.state.lock();
@@ -676,6 +727,10 @@ mod tests {
         assert_eq!(img.read_file(&a).unwrap(), b"synced");
         let img = fs.crash_image(CrashImageOptions::PROCESS_CRASH);
         assert_eq!(img.read_file(&a).unwrap(), b"synced-unsynced");
+        // A process crash does not make anything durable: a later power loss still drops
+        // the unsynced bytes.
+        let later = img.crash_image(CrashImageOptions::POWER_LOSS);
+        assert_eq!(later.read_file(&a).unwrap(), b"synced");
     }
 
     #[test]
@@ -722,6 +777,47 @@ mod tests {
         w.append(b"abcd").unwrap();
         assert!(w.append(b"efgh").is_err());
         assert_eq!(fs.read_file(&a).unwrap(), b"abcdef");
+    }
+
+    #[test]
+    fn zero_tail_keeps_the_size_and_zeroes_unsynced_pages() {
+        let (fs, dir) = setup();
+        let a = dir.join("a");
+        let mut w = fs.create(&a).unwrap();
+        fs.sync_dir(&dir).unwrap();
+        w.append(&[1u8; 5000]).unwrap();
+        w.sync().unwrap();
+        w.append(&[2u8; 10000]).unwrap();
+        let mut zeroed = BTreeSet::new();
+        for seed in 0..50 {
+            let img = fs.crash_image(CrashImageOptions {
+                unsynced_data: UnsyncedData::ZeroTail { seed },
+                keep_unsynced_dir_entries: false,
+            });
+            let data = img.read_file(&a).unwrap();
+            assert_eq!(data.len(), 15000);
+            assert!(
+                data[..5000].iter().all(|&b| b == 1),
+                "synced bytes are kept"
+            );
+            let first_zero = data.iter().position(|&b| b == 0).unwrap_or(15000);
+            assert!(first_zero == 15000 || first_zero % 4096 == 0);
+            zeroed.insert(first_zero);
+        }
+        assert!(zeroed.len() >= 3, "{zeroed:?}");
+    }
+
+    #[test]
+    fn sync_file_makes_an_existing_files_bytes_durable() {
+        let (fs, dir) = setup();
+        let a = dir.join("a");
+        let mut w = fs.create(&a).unwrap();
+        fs.sync_dir(&dir).unwrap();
+        w.append(b"page cache only").unwrap();
+        drop(w);
+        fs.sync_file(&a).unwrap();
+        let img = fs.crash_image(CrashImageOptions::POWER_LOSS);
+        assert_eq!(img.read_file(&a).unwrap(), b"page cache only");
     }
 
     #[test]

@@ -38,6 +38,8 @@ pub trait FileSystem: Send + Sync + fmt::Debug + 'static {
     fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
     /// Makes the entries of `dir` (creations, renames, removals) durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Makes every byte of the existing file `path` durable (an fsync through a new handle).
+    fn sync_file(&self, path: &Path) -> io::Result<()>;
     /// Takes an exclusive advisory lock on `path` (created if missing). Fails with
     /// [`io::ErrorKind::WouldBlock`] if it is held by anyone else; released on drop.
     fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>>;

@@ -102,6 +102,10 @@ impl FileSystem for OsFs {
         File::open(dir)?.sync_all()
     }
 
+    fn sync_file(&self, path: &Path) -> io::Result<()> {
+        File::open(path)?.sync_all()
+    }
+
     fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
         let file = OpenOptions::new()
             .read(true)

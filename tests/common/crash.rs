@@ -33,6 +33,8 @@ fn unpack(tag: u64) -> (u64, u64) {
 #[derive(Debug, Default, Clone)]
 pub struct Report {
     pub crash_points: u64,
+    /// Crash points taken during the recovery of a crashed copy (a crash during open).
+    pub recovery_points: u64,
     pub checks: u64,
     pub open_failures: u64,
     pub lost: u64,
@@ -55,8 +57,15 @@ impl Report {
 
     pub fn card(&self, name: &str) -> String {
         format!(
-            "{name}: crash_points={} checks={} open_fail={} lost={} phantom={} holes={} torn_batch={}",
-            self.crash_points, self.checks, self.open_failures, self.lost, self.phantom, self.holes, self.torn_batches
+            "{name}: crash_points={} recovery_crash_points={} checks={} open_fail={} lost={} phantom={} holes={} torn_batch={}",
+            self.crash_points,
+            self.recovery_points,
+            self.checks,
+            self.open_failures,
+            self.lost,
+            self.phantom,
+            self.holes,
+            self.torn_batches
         )
     }
 }
@@ -69,14 +78,69 @@ fn check_image(seed: u64, point: &CrashPoint, mode: CrashImageOptions, report: &
         UnsyncedData::Keep => acked,
         _ => synced,
     };
-    let image = point.fs.crash_image(mode);
-    let db = match Db::open_with(DIR, options(&image)) {
+    check_state(
+        seed,
+        point.op,
+        &point.fs.crash_image(mode),
+        mode,
+        acked,
+        required,
+        report,
+    );
+}
+
+/// Crashes during recovery: a process crash at `point`, then the next open (which replays the
+/// WALs, writes a table and a new manifest) is itself interrupted by a power loss at each of
+/// its file-system operations. The synced writes of the original history must survive both.
+fn check_recovery_crashes(seed: u64, point: &CrashPoint, report: &Mutex<Report>) {
+    let (acked, synced) = unpack(point.tag);
+    let crashed = point.fs.crash_image(CrashImageOptions::PROCESS_CRASH);
+    let inner: Arc<Mutex<Vec<CrashPoint>>> = Arc::new(Mutex::new(Vec::new()));
+    let sink = inner.clone();
+    crashed.set_crash_hook(1, Some(Arc::new(move |p: CrashPoint| sink.lock().push(p))));
+    if let Ok(db) = Db::open_with(DIR, options(&crashed)) {
+        drop(db);
+    }
+    crashed.set_crash_hook(0, None);
+    let points = std::mem::take(&mut *inner.lock());
+    report.lock().recovery_points += points.len() as u64;
+    for (i, p) in points.iter().enumerate() {
+        for mode in [
+            CrashImageOptions::POWER_LOSS,
+            CrashImageOptions {
+                unsynced_data: UnsyncedData::ZeroTail { seed: i as u64 },
+                keep_unsynced_dir_entries: false,
+            },
+        ] {
+            check_state(
+                seed,
+                p.op,
+                &p.fs.crash_image(mode),
+                mode,
+                acked,
+                synced,
+                report,
+            );
+        }
+    }
+}
+
+fn check_state(
+    seed: u64,
+    op: u64,
+    image: &MemFs,
+    mode: CrashImageOptions,
+    acked: u64,
+    required: u64,
+    report: &Mutex<Report>,
+) {
+    let db = match Db::open_with(DIR, options(image)) {
         Ok(db) => db,
         Err(e) => {
             let mut r = report.lock();
             r.checks += 1;
             r.open_failures += 1;
-            r.note(format!("op {} {mode:?}: open failed: {e}", point.op));
+            r.note(format!("op {} {mode:?}: open failed: {e}", op));
             return;
         }
     };
@@ -88,14 +152,14 @@ fn check_image(seed: u64, point: &CrashPoint, mode: CrashImageOptions, report: &
         Ok(s) => s,
         Err(e) => {
             r.open_failures += 1;
-            r.note(format!("op {} {mode:?}: scan failed: {e}", point.op));
+            r.note(format!("op {} {mode:?}: scan failed: {e}", op));
             return;
         }
     };
     let torn = history::torn_batches(seed, acked + 1, &state);
     if torn > 0 {
         r.torn_batches += torn;
-        r.note(format!("op {} {mode:?}: {torn} torn batches", point.op));
+        r.note(format!("op {} {mode:?}: {torn} torn batches", op));
     }
     match judge(seed, acked + 1, &state) {
         Verdict::Prefix(p) if p >= required => {}
@@ -103,18 +167,18 @@ fn check_image(seed: u64, point: &CrashPoint, mode: CrashImageOptions, report: &
             r.lost += 1;
             r.note(format!(
                 "op {} {mode:?}: recovered {p} ops, {required} were durable (acked {acked})",
-                point.op
+                op
             ));
         }
         Verdict::Phantom(what) => {
             r.phantom += 1;
-            r.note(format!("op {} {mode:?}: phantom {what}", point.op));
+            r.note(format!("op {} {mode:?}: phantom {what}", op));
         }
         Verdict::Hole => {
             r.holes += 1;
             r.note(format!(
                 "op {} {mode:?}: state is no prefix of the history (acked {acked})",
-                point.op
+                op
             ));
         }
     }
@@ -122,8 +186,14 @@ fn check_image(seed: u64, point: &CrashPoint, mode: CrashImageOptions, report: &
 
 /// Runs `ops` ops of history `seed` with a sync every 13 ops, a flush every 97, a reopen half
 /// way (a manifest rewrite), and background compaction, checking every `every`-th file-system
-/// operation as a crash point under three crash models.
+/// operation as a crash point under four crash models, and every `recovery_every`-th crash
+/// point also for crashes during the recovery that follows it (0: never).
 pub fn run(seed: u64, ops: u64, every: u64) -> Report {
+    run_with_recovery(seed, ops, every, 0)
+}
+
+/// [`run`] with crashes during recovery at every `recovery_every`-th crash point.
+pub fn run_with_recovery(seed: u64, ops: u64, every: u64, recovery_every: u64) -> Report {
     let fs = MemFs::new();
     let report = Arc::new(Mutex::new(Report::default()));
     let r2 = report.clone();
@@ -139,9 +209,16 @@ pub fn run(seed: u64, ops: u64, every: u64) -> Report {
                     unsynced_data: UnsyncedData::RandomPrefix { seed: n },
                     keep_unsynced_dir_entries: n.is_multiple_of(2),
                 },
+                CrashImageOptions {
+                    unsynced_data: UnsyncedData::ZeroTail { seed: n },
+                    keep_unsynced_dir_entries: false,
+                },
                 CrashImageOptions::PROCESS_CRASH,
             ] {
                 check_image(seed, &p, mode, &r2);
+            }
+            if recovery_every > 0 && n.is_multiple_of(recovery_every) {
+                check_recovery_crashes(seed, &p, &r2);
             }
         })),
     );
@@ -158,10 +235,16 @@ pub fn run(seed: u64, ops: u64, every: u64) -> Report {
             fs.set_tag(pack(i + 1, synced));
         }
         if i % 97 == 96 {
+            // Durable on return: every acknowledged op is in a synced table.
             db.flush().expect("flush");
+            synced = i + 1;
+            fs.set_tag(pack(i + 1, synced));
         }
         if i == ops / 2 {
+            // Close syncs the WAL.
             drop(db);
+            synced = i + 1;
+            fs.set_tag(pack(i + 1, synced));
             db = Db::open_with(dir, options(&fs)).expect("reopen");
         }
     }
