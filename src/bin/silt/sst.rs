@@ -598,7 +598,8 @@ fn print_filter_text(d: &FilterJson) -> Result<(), CliError> {
     }
     if let Some(h) = &d.histogram {
         let peak = h.counts.iter().copied().max().unwrap_or(1).max(1);
-        for (i, &c) in h.counts.iter().enumerate() {
+        let first = h.counts.iter().position(|&c| c > 0).unwrap_or(0);
+        for (i, &c) in h.counts.iter().enumerate().skip(first) {
             let lo = i as u32 * h.bucket_width;
             let bar = "#".repeat(((c as f64 / peak as f64) * 40.0).round() as usize);
             line(
