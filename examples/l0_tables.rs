@@ -76,7 +76,11 @@ fn main() -> siltdb::Result<()> {
         for (name, stream) in [("absent", 1u64), ("present", 0u64)] {
             // Warm up (caches, CPU frequency) with other keys of the same kind, unmeasured.
             for j in 0..gets {
-                let k = if stream == 0 { key(0, splitmix(j ^ 0xdead) % n) } else { key(2, j) };
+                let k = if stream == 0 {
+                    key(0, splitmix(j ^ 0xdead) % n)
+                } else {
+                    key(2, j)
+                };
                 db.get(k)?;
             }
             let before = db.stats();
