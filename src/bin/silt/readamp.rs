@@ -50,9 +50,9 @@ pub struct ReadampArgs {
     /// tree whose levels all span the key range, as after a long run of updates.
     #[arg(long, default_value_t = 0)]
     overwrites: u64,
-    /// After the tree has settled, flush this many more small batches of overwrites so that
-    /// L0 holds that many tables, as a tree does while writes go on (keep it below the L0
-    /// compaction trigger, 4).
+    /// After the tree has settled (L0 is always compacted away before the reads), flush this
+    /// many more small batches of overwrites so that L0 holds that many tables, as a tree does
+    /// while writes go on.
     #[arg(long, default_value_t = 0)]
     l0_tables: u32,
 }
@@ -353,7 +353,7 @@ fn run_setting(
         let value2 = vec![b'w'; args.value_size];
         pb.set_length(args.keys + args.overwrites);
         for j in 0..args.overwrites {
-            let i = splitmix(args.seed ^ 0x0bad_5eed ^ j) % args.keys;
+            let i = splitmix(splitmix(args.seed ^ 0x0bad_5eed) ^ j) % args.keys;
             db.insert(make_key(0, args.seed, i), &value2)?;
             if j % 8192 == 0 {
                 pb.set_position(args.keys + j);
@@ -364,16 +364,17 @@ fn run_setting(
     db.flush()?;
     db.wait_for_compactions()?;
     let stats = db.stats();
+    // Drain L0 (reopen with a trigger of one table) so that every setting reads the same
+    // settled shape whatever the timing of background compaction, then read with compaction
+    // off so that nothing changes under the reads. With --l0-tables, flush exactly that many.
+    db.close()?;
+    drop(db);
+    let drain = Db::open_with(dir, opts.clone().l0_compaction_trigger(1))?;
+    drain.wait_for_compactions()?;
+    drain.close()?;
+    drop(drain);
+    db = Db::open_with(dir, opts.auto_compaction(false))?;
     if args.l0_tables > 0 {
-        // Drain L0 (reopen with a trigger of one table), then flush exactly the asked number
-        // of tables with compaction off, so that every setting reads the same shape.
-        db.close()?;
-        drop(db);
-        let drain = Db::open_with(dir, opts.clone().l0_compaction_trigger(1))?;
-        drain.wait_for_compactions()?;
-        drain.close()?;
-        drop(drain);
-        db = Db::open_with(dir, opts.auto_compaction(false))?;
         let value3 = vec![b'l'; args.value_size];
         // Half a memtable per table, so that each batch is one flush.
         let memtable = args.memtable_size.unwrap_or(4 << 20) as u64;
@@ -381,7 +382,7 @@ fn run_setting(
         for t in 0..args.l0_tables {
             let n = (memtable / per_entry / 2).max(1);
             for j in 0..n {
-                let i = splitmix(args.seed ^ 0x10ad ^ (u64::from(t) << 32) ^ j) % args.keys;
+                let i = splitmix(splitmix(args.seed ^ 0x10ad) ^ (u64::from(t) << 40) ^ j) % args.keys;
                 db.insert(make_key(0, args.seed, i), &value3)?;
             }
             db.flush()?;
