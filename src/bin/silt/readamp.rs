@@ -382,7 +382,8 @@ fn run_setting(
         for t in 0..args.l0_tables {
             let n = (memtable / per_entry / 2).max(1);
             for j in 0..n {
-                let i = splitmix(splitmix(args.seed ^ 0x10ad) ^ (u64::from(t) << 40) ^ j) % args.keys;
+                let i =
+                    splitmix(splitmix(args.seed ^ 0x10ad) ^ (u64::from(t) << 40) ^ j) % args.keys;
                 db.insert(make_key(0, args.seed, i), &value3)?;
             }
             db.flush()?;
