@@ -42,17 +42,6 @@ fn rejects(file: &std::path::Path, expect: &str) {
     }
 }
 
-fn forge_footer(bytes: &mut [u8], f: impl Fn(&mut [u8])) {
-    let n = bytes.len();
-    let footer = &mut bytes[n - 64..];
-    f(footer);
-    let mut h = crc32fast::Hasher::new();
-    h.update(&footer[..52]);
-    h.update(&footer[56..64]);
-    let crc = common::mask_crc(h.finalize());
-    footer[52..56].copy_from_slice(&crc.to_le_bytes());
-}
-
 #[test]
 fn not_an_sstable() {
     let dir = tempfile::tempdir().unwrap();
@@ -108,7 +97,7 @@ fn forged_footers() {
     ];
     for (expect, forge) in cases {
         let mut b = good.clone();
-        forge_footer(&mut b, forge);
+        common::forge_footer(&mut b, forge);
         std::fs::write(&bad, &b).unwrap();
         rejects(&bad, expect);
     }

@@ -15,20 +15,13 @@
 //! every operation: `cargo test --release --all-features --test crash_power_loss -- --ignored`.
 mod common;
 
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
-
 #[test]
 fn power_loss_crash_points() {
     let r = common::crash::run_with_recovery(
         7,
-        env("SILT_CRASH_OPS", 1500),
-        env("SILT_CRASH_EVERY", 8),
-        env("SILT_RECOVERY_EVERY", 40),
+        common::env_u64("SILT_CRASH_OPS", 1500),
+        common::env_u64("SILT_CRASH_EVERY", 8),
+        common::env_u64("SILT_RECOVERY_EVERY", 40),
     );
     println!("{}", r.card("power loss"));
     assert!(
@@ -44,9 +37,9 @@ fn power_loss_crash_points() {
 fn power_loss_every_operation() {
     let r = common::crash::run_with_recovery(
         11,
-        env("SILT_CRASH_OPS", 1500),
+        common::env_u64("SILT_CRASH_OPS", 1500),
         1,
-        env("SILT_RECOVERY_EVERY", 25),
+        common::env_u64("SILT_RECOVERY_EVERY", 25),
     );
     println!("{}", r.card("power loss (every operation)"));
     assert_eq!(r.problems(), 0, "{}", r.first_problem.unwrap_or_default());

@@ -156,17 +156,10 @@ fn run_once(fault: Option<FaultPlan>, ops: u64, t: &mut Tally) -> u64 {
     used
 }
 
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
-
 #[test]
 fn every_operation_fails_once() {
-    let ops = env("SILT_FAULT_OPS", 500);
-    let step = env("SILT_FAULT_STEP", 1).max(1);
+    let ops = common::env_u64("SILT_FAULT_OPS", 500);
+    let step = common::env_u64("SILT_FAULT_STEP", 1).max(1);
     let mut t = Tally::default();
     let total = run_once(None, ops, &mut t);
     assert_eq!(

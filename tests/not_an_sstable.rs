@@ -30,17 +30,6 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOC: Counting = Counting;
 
-fn forge_footer(bytes: &mut [u8], f: impl Fn(&mut [u8])) {
-    let n = bytes.len();
-    let footer = &mut bytes[n - 64..];
-    f(footer);
-    let mut h = crc32fast::Hasher::new();
-    h.update(&footer[..52]);
-    h.update(&footer[56..64]);
-    let crc = common::mask_crc(h.finalize());
-    footer[52..56].copy_from_slice(&crc.to_le_bytes());
-}
-
 /// Opens `bytes` as a table; returns the error and the largest allocation made.
 fn open_bytes(bytes: &[u8]) -> (Result<TableReader, Error>, usize) {
     let fs = MemFs::new();
@@ -124,7 +113,7 @@ fn every_kind_of_non_table_is_a_typed_error_with_bounded_allocation() {
     ];
     for (name, forge, expect) in forged {
         let mut b = table.clone();
-        forge_footer(&mut b, forge);
+        common::forge_footer(&mut b, forge);
         cases.push((name, b, expect));
     }
     let mut report = Vec::new();

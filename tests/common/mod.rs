@@ -96,6 +96,27 @@ pub fn mask_crc(crc: u32) -> u32 {
     crc.rotate_right(15).wrapping_add(0xa282_ead8)
 }
 
+/// Changes a table's 64-byte footer with `f` and recomputes the footer checksum, so that the
+/// forged field, not the checksum, is what a reader trips over.
+pub fn forge_footer(bytes: &mut [u8], f: impl Fn(&mut [u8])) {
+    let n = bytes.len();
+    let footer = &mut bytes[n - 64..];
+    f(footer);
+    let mut h = crc32fast::Hasher::new();
+    h.update(&footer[..52]);
+    h.update(&footer[56..64]);
+    let crc = mask_crc(h.finalize());
+    footer[52..56].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// A size knob from the environment, or `default`.
+pub fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
 pub mod crash;
 pub mod flips;
 pub mod history;

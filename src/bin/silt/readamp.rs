@@ -509,6 +509,44 @@ impl ReadRow {
     }
 }
 
+type PlotResult = Result<(), plotters::drawing::DrawingAreaErrorKind<std::io::Error>>;
+
+/// One line with dots at its points, and its legend entry.
+fn draw_line<'a, Y: plotters::coord::ranged1d::Ranged<ValueType = f64>>(
+    chart: &mut plotters::chart::ChartContext<
+        'a,
+        plotters::backend::SVGBackend<'a>,
+        plotters::coord::cartesian::Cartesian2d<plotters::coord::types::RangedCoordf64, Y>,
+    >,
+    pts: &[(f64, f64)],
+    color: plotters::style::RGBColor,
+    name: &str,
+) -> PlotResult {
+    use plotters::prelude::*;
+    chart
+        .draw_series(LineSeries::new(pts.to_vec(), color.stroke_width(2)))?
+        .label(name)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+    chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))?;
+    Ok(())
+}
+
+fn draw_legend<'a, Y: plotters::coord::ranged1d::Ranged<ValueType = f64>>(
+    chart: &mut plotters::chart::ChartContext<
+        'a,
+        plotters::backend::SVGBackend<'a>,
+        plotters::coord::cartesian::Cartesian2d<plotters::coord::types::RangedCoordf64, Y>,
+    >,
+) -> PlotResult {
+    use plotters::prelude::*;
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.8))
+        .draw()
+}
+
 fn plot(r: &Report, path: &Path) -> Result<(), CliError> {
     use plotters::prelude::*;
     let to_err =
@@ -564,24 +602,9 @@ fn plot(r: &Report, path: &Path) -> Result<(), CliError> {
                     .map(|r| (s.setting.bits_per_key, r.data_blocks_per_get))
             })
             .collect();
-        chart
-            .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
-            .map_err(|e| to_err(&e))?
-            .label(kind.name())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
-        chart
-            .draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))
-            .map_err(|e| to_err(&e))?;
+        draw_line(&mut chart, &pts, color, kind.name()).map_err(|e| to_err(&e))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.8))
-        .draw()
-        .map_err(|e| to_err(&e))?;
+    draw_legend(&mut chart).map_err(|e| to_err(&e))?;
 
     let fpr_points = |pred: bool| -> Vec<(f64, f64)> {
         uniform
@@ -620,24 +643,9 @@ fn plot(r: &Report, path: &Path) -> Result<(), CliError> {
         (meas, RED, "measured (Stats)"),
         (pred, BLACK, "predicted (m, n, k)"),
     ] {
-        chart
-            .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
-            .map_err(|e| to_err(&e))?
-            .label(name)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
-        chart
-            .draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))
-            .map_err(|e| to_err(&e))?;
+        draw_line(&mut chart, &pts, color, name).map_err(|e| to_err(&e))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.8))
-        .draw()
-        .map_err(|e| to_err(&e))?;
+    draw_legend(&mut chart).map_err(|e| to_err(&e))?;
     root.present().map_err(|e| to_err(&e))?;
     Ok(())
 }
