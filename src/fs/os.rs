@@ -52,8 +52,19 @@ impl RandomAccessFile for OsReadable {
 
 #[derive(Debug)]
 struct OsLock {
-    // Held for its lock; `flock` is released when the descriptor closes.
-    _file: File,
+    // Held for its lock (`flock`, owned by the open file description).
+    file: File,
+}
+
+impl Drop for OsLock {
+    /// Unlocks explicitly instead of relying on the close: an `flock` lock belongs to the
+    /// open file description, which a child process forked by another thread shares until
+    /// its `exec` closes the (close-on-exec) descriptor. Closing our descriptor in that
+    /// window would leave the lock held, and a reopen right after `Db::close` would fail
+    /// with `Locked`. `LOCK_UN` releases the description's lock for every holder at once.
+    fn drop(&mut self) {
+        let _ = self.file.unlock();
+    }
 }
 
 impl FileLock for OsLock {}
@@ -114,7 +125,7 @@ impl FileSystem for OsFs {
             .truncate(false)
             .open(path)?;
         match file.try_lock() {
-            Ok(()) => Ok(Box::new(OsLock { _file: file })),
+            Ok(()) => Ok(Box::new(OsLock { file })),
             Err(fs::TryLockError::WouldBlock) => Err(io::Error::new(
                 io::ErrorKind::WouldBlock,
                 "lock held elsewhere",
@@ -167,5 +178,29 @@ mod tests {
         assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
         drop(first);
         OsFs.lock(&p).unwrap();
+    }
+
+    #[test]
+    fn dropping_the_lock_releases_it_even_if_the_descriptor_is_shared() {
+        // A duplicate descriptor stands in for the copy a child process holds between a
+        // fork on another thread and its exec: same open file description, same `flock`.
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("LOCK");
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&p)
+            .unwrap();
+        file.try_lock().unwrap();
+        let inherited = file.try_clone().unwrap();
+        drop(OsLock { file });
+        let again = OsFs.lock(&p);
+        assert!(
+            again.is_ok(),
+            "lock still held through the shared description: {again:?}"
+        );
+        drop(inherited);
     }
 }
