@@ -233,6 +233,12 @@ impl Options {
 
     /// Size at which compaction output is split into a new table. Default 8 MiB; at least
     /// 1 KiB.
+    ///
+    /// Every live table keeps one file descriptor open (there is no table cache yet), so the
+    /// process's open-file limit bounds data size / table size: with the default 8 MiB, a
+    /// limit of 1,024 descriptors holds about 8 GiB. When the limit is hit, writing a table
+    /// fails with [`Error::Io`](crate::Error::Io) and the database stops accepting writes
+    /// rather than lose any; raise `ulimit -n` or the table size.
     pub fn target_table_size(mut self, bytes: u64) -> Self {
         self.target_table_size = bytes;
         self
