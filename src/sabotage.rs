@@ -1,5 +1,5 @@
 //! Planted bugs for the harness self-check (`tests/harness_self_check.rs`): with the
-//! `sabotage` feature, [`plant`] turns a known bug on at run time so that the test can prove
+//! `sabotage` feature, `plant` turns a known bug on at run time so that the test can prove
 //! the crash and corruption tests catch it. Without the feature every check is `false` at
 //! compile time.
 
