@@ -2,11 +2,7 @@
 //! never a panic, a backtrace, or a huge allocation.
 mod common;
 
-use assert_cmd::Command;
-
-fn silt() -> Command {
-    Command::cargo_bin("silt").unwrap()
-}
+use common::cli::{run, silt};
 
 /// Runs every table command on `file` and checks the bad-input contract.
 fn rejects(file: &std::path::Path, expect: &str) {
@@ -58,11 +54,7 @@ fn not_an_sstable() {
     std::fs::write(&bad, &random).unwrap();
     rejects(&bad, "at offset");
     // A WAL renamed to .sst.
-    let wal = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "wal"))
-        .unwrap();
+    let wal = common::files_with_ext(dir.path(), "wal").pop().unwrap();
     std::fs::copy(&wal, &bad).unwrap();
     rejects(&bad, "SSTable");
     // Truncated table: the footer is gone.
@@ -113,42 +105,14 @@ fn forged_footers() {
 fn missing_files_and_directories_say_so() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("absent.sst");
-    let out = silt()
-        .args(["sst", "info"])
-        .arg(&missing)
-        .assert()
-        .code(2)
-        .get_output()
-        .stderr
-        .clone();
-    assert!(String::from_utf8(out).unwrap().contains("not found"));
+    let (_, err) = run(silt().args(["sst", "info"]).arg(&missing), 2);
+    assert!(err.contains("not found"));
     for cmd in [vec!["db", "info"], vec!["manifest", "dump"]] {
-        let out = silt()
-            .args(&cmd)
-            .arg(dir.path().join("nodb"))
-            .assert()
-            .code(2)
-            .get_output()
-            .stderr
-            .clone();
-        assert_eq!(String::from_utf8(out).unwrap().lines().count(), 1);
+        let (_, err) = run(silt().args(&cmd).arg(dir.path().join("nodb")), 2);
+        assert_eq!(err.lines().count(), 1);
     }
-    let out = silt()
-        .args(["db", "info"])
-        .arg(dir.path())
-        .assert()
-        .code(2)
-        .get_output()
-        .stderr
-        .clone();
-    assert!(String::from_utf8(out).unwrap().contains("no database"));
-    let out = silt()
-        .args(["wal", "dump"])
-        .arg(&missing)
-        .assert()
-        .code(2)
-        .get_output()
-        .stderr
-        .clone();
-    assert!(String::from_utf8(out).unwrap().contains("not found"));
+    let (_, err) = run(silt().args(["db", "info"]).arg(dir.path()), 2);
+    assert!(err.contains("no database"));
+    let (_, err) = run(silt().args(["wal", "dump"]).arg(&missing), 2);
+    assert!(err.contains("not found"));
 }

@@ -2,26 +2,8 @@
 //! including one that another handle has open.
 mod common;
 
-use assert_cmd::Command;
-use serde_json::Value;
+use common::cli::{json, json_lines, stdout};
 use siltdb::{Db, Options};
-
-fn silt() -> Command {
-    Command::cargo_bin("silt").unwrap()
-}
-
-fn stdout(args: &[&str]) -> String {
-    String::from_utf8(
-        silt()
-            .args(args)
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone(),
-    )
-    .unwrap()
-}
 
 #[test]
 fn db_info_and_get_work_while_the_database_is_open() {
@@ -42,7 +24,7 @@ fn db_info_and_get_work_while_the_database_is_open() {
     }
     db.insert("only-in-wal", "fresh").unwrap();
 
-    let v: Value = serde_json::from_str(&stdout(&["db", "info", d, "--json"])).unwrap();
+    let v = json(&["db", "info", d]);
     assert_eq!(v["levels"][0]["tables"], 3);
     assert_eq!(v["levels"][0]["entries"], 3000);
     assert_eq!(v["levels"][0]["smallest"], "k00000");
@@ -72,7 +54,7 @@ fn db_info_and_get_work_while_the_database_is_open() {
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines[0], "v1");
     assert!(out.contains("found"), "{out}");
-    let v: Value = serde_json::from_str(&stdout(&["db", "get", d, "k01001x", "--json"])).unwrap();
+    let v = json(&["db", "get", d, "k01001x"]);
     assert_eq!(v["found"], false);
     let tables = v["tables"].as_array().unwrap();
     assert_eq!(tables.len(), 3);
@@ -98,11 +80,7 @@ fn wal_and_manifest_dumps() {
     let mut b = siltdb::WriteBatch::new();
     b.insert("b", "2").remove("a");
     db.write(b).unwrap();
-    let wal = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "wal"))
-        .unwrap();
+    let wal = common::files_with_ext(dir.path(), "wal").pop().unwrap();
     let w = wal.to_str().unwrap();
     let out = stdout(&["wal", "dump", w]);
     assert!(
@@ -112,10 +90,7 @@ fn wal_and_manifest_dumps() {
     assert!(out.contains("  2 put b => 2"));
     assert!(out.contains("  3 delete a"));
     assert!(out.ends_with("end: clean\n"));
-    let recs: Vec<Value> = stdout(&["wal", "dump", w, "--json"])
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let recs = json_lines(&stdout(&["wal", "dump", w, "--json"]));
     assert_eq!(recs.len(), 3);
     assert_eq!(recs[1]["ops"][1]["op"], "delete");
     assert_eq!(recs[2]["end"]["status"], "clean");
@@ -123,10 +98,7 @@ fn wal_and_manifest_dumps() {
     db.flush().unwrap();
     let out = stdout(&["manifest", "dump", d]);
     assert!(out.contains("+ L0 "), "{out}");
-    let edits: Vec<Value> = stdout(&["manifest", "dump", d, "--json"])
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let edits = json_lines(&stdout(&["manifest", "dump", d, "--json"]));
     let added: usize = edits
         .iter()
         .filter_map(|e| e["edit"]["added"].as_array())
@@ -139,11 +111,7 @@ fn wal_and_manifest_dumps() {
     let db = Db::open(dir.path()).unwrap();
     db.insert("c", "3").unwrap();
     db.close().unwrap();
-    let wal = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "wal"))
-        .unwrap();
+    let wal = common::files_with_ext(dir.path(), "wal").pop().unwrap();
     let bytes = std::fs::read(&wal).unwrap();
     std::fs::write(&wal, &bytes[..bytes.len() - 3]).unwrap();
     let out = stdout(&["wal", "dump", wal.to_str().unwrap()]);

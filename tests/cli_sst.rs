@@ -1,24 +1,8 @@
 //! `silt sst info|filter|dump|verify` on tables built by the test.
 mod common;
 
-use assert_cmd::Command;
+use common::cli::{json, json_lines, run, silt, stdout};
 use serde_json::Value;
-
-fn silt() -> Command {
-    Command::cargo_bin("silt").unwrap()
-}
-
-fn json(args: &[&str]) -> Value {
-    let out = silt()
-        .args(args)
-        .arg("--json")
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    serde_json::from_slice(&out).expect("valid JSON")
-}
 
 #[test]
 fn info_reports_footer_layout_properties_and_filter() {
@@ -54,14 +38,7 @@ fn info_reports_footer_layout_properties_and_filter() {
     assert_eq!(v["filter"]["keys"], 2000);
     assert_eq!(v["filter"]["kind"], "blocked-bloom-512");
 
-    let text = silt()
-        .args(["sst", "info", p])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let text = String::from_utf8(text).unwrap();
+    let text = stdout(&["sst", "info", p]);
     assert!(
         text.contains("entries         2000 (0 tombstones, 2000 distinct keys)"),
         "{text}"
@@ -133,16 +110,7 @@ fn filter_shows_parameters_and_measured_rate_matches_prediction() {
         .all(|p| p[1] == true));
     assert_eq!(keys[1]["in_table"], false);
 
-    let text = String::from_utf8(
-        silt()
-            .args(["sst", "filter", p, "--key", "key00042"])
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone(),
-    )
-    .unwrap();
+    let text = stdout(&["sst", "filter", p, "--key", "key00042"]);
     for needle in [
         "keys (n)             20000",
         "probes (k)           6",
@@ -159,23 +127,9 @@ fn filter_shows_parameters_and_measured_rate_matches_prediction() {
 fn dump_streams_records_with_bounds_and_tombstones() {
     let dir = tempfile::tempdir().unwrap();
     common::build_tables(dir.path(), 100, 10.0);
-    let mut tables: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "sst"))
-        .collect();
-    tables.sort();
+    let tables = common::files_with_ext(dir.path(), "sst");
     let second = tables[1].to_str().unwrap();
-    let out = String::from_utf8(
-        silt()
-            .args(["sst", "dump", second])
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone(),
-    )
-    .unwrap();
+    let out = stdout(&["sst", "dump", second]);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 10);
     assert!(
@@ -184,18 +138,9 @@ fn dump_streams_records_with_bounds_and_tombstones() {
         lines[0]
     );
     let first = tables[0].to_str().unwrap();
-    let out = String::from_utf8(
-        silt()
-            .args([
-                "sst", "dump", first, "--from", "key00010", "--to", "key00013",
-            ])
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone(),
-    )
-    .unwrap();
+    let out = stdout(&[
+        "sst", "dump", first, "--from", "key00010", "--to", "key00013",
+    ]);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(
         lines,
@@ -205,33 +150,13 @@ fn dump_streams_records_with_bounds_and_tombstones() {
             "key00012 @13 => value-12"
         ]
     );
-    let out = String::from_utf8(
-        silt()
-            .args(["sst", "dump", first, "--limit", "2", "--hex"])
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone(),
-    )
-    .unwrap();
+    let out = stdout(&["sst", "dump", first, "--limit", "2", "--hex"]);
     assert_eq!(
         out.lines().next().unwrap(),
         "6b65793030303030 @1 => 76616c75652d30"
     );
     assert_eq!(out.lines().count(), 2);
-    let out = silt()
-        .args(["sst", "dump", first, "--limit", "3", "--json"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let recs: Vec<Value> = String::from_utf8(out)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let recs = json_lines(&stdout(&["sst", "dump", first, "--limit", "3", "--json"]));
     assert_eq!(recs.len(), 3);
     assert_eq!(recs[2]["key"], "key00002");
     assert_eq!(recs[2]["tombstone"], false);
@@ -242,16 +167,7 @@ fn verify_passes_clean_tables_and_locates_damage() {
     let dir = tempfile::tempdir().unwrap();
     let sst = common::build_tables(dir.path(), 3000, 10.0);
     let p = sst.to_str().unwrap();
-    let out = String::from_utf8(
-        silt()
-            .args(["sst", "verify", p])
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone(),
-    )
-    .unwrap();
+    let out = stdout(&["sst", "verify", p]);
     assert!(out.starts_with("OK "), "{out}");
     // Damage the second data block.
     let v = json(&["sst", "info", p]);
@@ -259,22 +175,13 @@ fn verify_passes_clean_tables_and_locates_damage() {
     let mut bytes = std::fs::read(&sst).unwrap();
     bytes[second + 20] ^= 0x04;
     std::fs::write(&sst, &bytes).unwrap();
-    let assert = silt().args(["sst", "verify", p]).assert().code(1);
-    let out = String::from_utf8(assert.get_output().stdout.clone()).unwrap();
+    let (out, _) = run(silt().args(["sst", "verify", p]), 1);
     assert!(
         out.contains(&format!("at offset {second}: data block checksum mismatch")),
         "{out}"
     );
-    let v = {
-        let out = silt()
-            .args(["sst", "verify", p, "--json"])
-            .assert()
-            .code(1)
-            .get_output()
-            .stdout
-            .clone();
-        serde_json::from_slice::<Value>(&out).unwrap()
-    };
+    let (out, _) = run(silt().args(["sst", "verify", p, "--json"]), 1);
+    let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["ok"], false);
     assert_eq!(v["problems"][0]["offset"], second as u64);
 }

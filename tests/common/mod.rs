@@ -82,13 +82,18 @@ pub fn build_tables(dir: &Path, n: u32, bits: f64) -> std::path::PathBuf {
     }
     db.flush().unwrap();
     db.close().unwrap();
-    let mut tables: Vec<_> = std::fs::read_dir(dir)
+    files_with_ext(dir, "sst").remove(0)
+}
+
+/// The files in `dir` whose extension is `ext`, sorted (oldest file number first).
+pub fn files_with_ext(dir: &Path, ext: &str) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "sst"))
+        .filter(|p| p.extension().is_some_and(|e| e == ext))
         .collect();
-    tables.sort();
-    tables.remove(0)
+    files.sort();
+    files
 }
 
 /// LevelDB's CRC mask, for tests that forge checksums.
@@ -117,6 +122,7 @@ pub fn env_u64(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+pub mod cli;
 pub mod crash;
 pub mod flips;
 pub mod history;
