@@ -3,7 +3,7 @@
 //! 12.5 MB). Run: `cargo bench --bench filter`.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use siltdb::filter::{hash_key, BloomFilter};
+use siltdb::inspect::filter::{hash_key, BloomFilter};
 use std::hint::black_box;
 
 fn key(i: u64) -> [u8; 16] {

@@ -37,7 +37,7 @@ fn main() -> siltdb::Result<()> {
         println!(
             "{}",
             std::path::Path::new(&dir)
-                .join(siltdb::filename::table_name(t.table_id))
+                .join(siltdb::inspect::files::table_name(t.table_id))
                 .display()
         );
     }

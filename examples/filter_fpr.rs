@@ -5,7 +5,7 @@
 //! 100,000,000 absent probes per setting). Keys are 16 random bytes, hashed with xxh3-64 as a
 //! table build does.
 
-use siltdb::filter::{hash_key, predicted_fpr, BloomFilter};
+use siltdb::inspect::filter::{hash_key, predicted_fpr, BloomFilter};
 
 fn splitmix(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);

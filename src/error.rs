@@ -2,19 +2,27 @@
 //!
 //! Every fallible public function returns [`Result<T>`]. Corruption always names the file and
 //! the byte offset where it was found, so that an operator can look at the bytes.
+//!
+//! [`Error`] is `Clone` and cheap to share (an I/O error sits behind an `Arc`), so a failure
+//! found by one thread (a background flush or compaction, a write group's leader) reaches every
+//! caller it concerns with its variant and its source chain intact, never as a copied message.
 
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// What went wrong. `#[non_exhaustive]`: new kinds may be added in minor releases.
-#[derive(Debug, thiserror::Error)]
+///
+/// `Clone`: every copy is the same failure (the [`io::Error`] of [`Error::Io`] is shared).
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// An operating-system I/O error. The message names the file and the operation; the
-    /// original [`io::Error`] is the [`source`](std::error::Error::source).
+    /// original [`io::Error`] is the [`source`](std::error::Error::source) (shared, so that
+    /// the error can be cloned; `e.kind()` works through the `Arc`).
     #[error("I/O error: {0}")]
-    Io(#[from] io::Error),
+    Io(#[source] Arc<io::Error>),
 
     /// Bytes on disk that fail a checksum or cannot be decoded: `file` and `offset` say where.
     #[error("corruption in {} at offset {offset}: {detail}", file.display())]
@@ -36,11 +44,14 @@ pub enum Error {
     #[error("database directory is locked: it is open in another process or handle")]
     Locked,
 
-    /// An earlier write to the WAL or the manifest failed (or corruption was found by a
-    /// background job). The database refuses further writes until it is reopened, because a
-    /// retried fsync can report success for data that is gone. Reads still work.
+    /// An earlier write to the WAL or the manifest failed, or background work failed for
+    /// good. The database refuses further writes until it is reopened, because a retried
+    /// fsync can report success for data that is gone. Reads still work. The failure that
+    /// stopped writes is the field (and the [`source`](std::error::Error::source)). Corruption
+    /// found by a background job stops writes too, but is reported as the
+    /// [`Error::Corruption`] itself.
     #[error("database refuses writes after an earlier failure: {0}")]
-    Poisoned(String),
+    Poisoned(#[source] Arc<Error>),
 
     /// The database was closed with [`Db::close`](crate::Db::close).
     #[error("database is closed")]
@@ -63,6 +74,28 @@ impl Error {
     /// True for [`Error::Corruption`].
     pub fn is_corruption(&self) -> bool {
         matches!(self, Error::Corruption { .. })
+    }
+
+    /// An [`Error::Io`] of kind [`io::ErrorKind::Other`] with `message`, for failures that have
+    /// no operating-system error behind them (a background thread that panicked).
+    pub(crate) fn other(message: impl Into<String>) -> Error {
+        Error::from(io::Error::other(message.into()))
+    }
+
+    /// The error that writers see once `self` has stopped writes: corruption stays itself (it
+    /// names the damaged file), [`Error::Closed`] and an existing [`Error::Poisoned`] stay as
+    /// they are, anything else becomes [`Error::Poisoned`] with `self` as its source.
+    pub(crate) fn into_poison(self) -> Error {
+        match self {
+            e @ (Error::Corruption { .. } | Error::Poisoned(_) | Error::Closed) => e,
+            e => Error::Poisoned(Arc::new(e)),
+        }
+    }
+}
+
+impl From<io::Error> for Error {
+    fn from(e: io::Error) -> Error {
+        Error::Io(Arc::new(e))
     }
 }
 
@@ -90,7 +123,7 @@ impl std::error::Error for IoContext {
 /// `kind()`.
 pub(crate) fn io_context(op: &'static str, path: &Path, source: io::Error) -> Error {
     let kind = source.kind();
-    Error::Io(io::Error::new(
+    Error::from(io::Error::new(
         kind,
         IoContext {
             op,
@@ -119,6 +152,31 @@ mod tests {
             Error::Io(inner) => assert_eq!(inner.kind(), io::ErrorKind::NotFound),
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    #[test]
+    fn clones_share_the_io_source_and_poison_keeps_the_cause() {
+        let e = io_context(
+            "sync",
+            Path::new("/x/000002.wal"),
+            io::Error::from(io::ErrorKind::StorageFull),
+        );
+        let copy = e.clone();
+        match (&e, &copy) {
+            (Error::Io(a), Error::Io(b)) => assert!(Arc::ptr_eq(a, b)),
+            other => panic!("unexpected {other:?}"),
+        }
+        let poisoned = copy.into_poison();
+        let Error::Poisoned(cause) = &poisoned else {
+            panic!("unexpected {poisoned:?}");
+        };
+        assert!(matches!(&**cause, Error::Io(io) if io.kind() == io::ErrorKind::StorageFull));
+        // The chain runs poison -> the I/O error -> the context -> the OS error.
+        assert!(poisoned.source().and_then(|s| s.source()).is_some());
+        let c = Error::corruption(Path::new("t.sst"), 7, "bad").into_poison();
+        assert!(c.is_corruption());
+        assert!(matches!(Error::Closed.into_poison(), Error::Closed));
+        assert!(matches!(poisoned.clone().into_poison(), Error::Poisoned(_)));
     }
 
     #[test]

@@ -1,8 +1,12 @@
-//! The inspection API: read-only access to WAL and manifest records for tools such as the
-//! `silt` CLI. Tables are inspected through [`TableReader`](crate::sstable::TableReader).
+//! The inspection API, for tools such as the `silt` CLI: the internals of the file formats
+//! that an application embedding siltdb never needs. Tables ([`table`]), their filters
+//! ([`filter`]), file names ([`files`]), WAL and manifest records (the functions here), and
+//! the tree's invariants ([`check_invariants`]).
 //!
-//! Everything here reads files and never writes; it is safe on a database that another
-//! process has open (a file removed underneath is reported as an I/O error).
+//! What is here follows the on-disk format (`docs/format.md`) and may change with it; the
+//! stable API is the crate root. Everything here reads and never writes; it is safe on a
+//! database that another process has open (a file removed underneath is reported as an I/O
+//! error).
 
 use crate::error::{io_context, Result};
 use crate::fs::{FileSystem, OsFs};
@@ -13,6 +17,35 @@ use crate::wal;
 use std::path::{Path, PathBuf};
 
 pub use crate::version::{FileMeta, VersionEdit, NUM_LEVELS};
+
+/// SSTables: open one with [`TableReader::open`](table::TableReader::open) to read its
+/// footer, index, properties, filter, blocks and entries; the constants and records of the
+/// byte layout.
+pub mod table {
+    pub use crate::sstable::format::{
+        BlockHandle, BlockKind, Footer, FooterError, BLOCK_TRAILER_LEN, FOOTER_LEN, FORMAT_VERSION,
+        MAGIC,
+    };
+    pub use crate::sstable::{
+        BlockInfo, IndexEntry, TableEntries, TableEntry, TableProperties, TableReader,
+    };
+}
+
+/// Filter blocks: decoding, probing, and the false-positive arithmetic of the blocked Bloom
+/// filter.
+pub mod filter {
+    pub use crate::filter::{
+        bits_for, bits_per_key_for_fpr, checksum_ok, decode, decode_trailer, fpr_from_fill,
+        hash_key, lines_for, predicted_fpr, predicted_fpr_for_bits, probe_positions, probes_for,
+        probes_for_millibits, standard_bloom_fpr, BloomFilter, Filter, FilterError, FilterTrailer,
+        HASH_XXH3_64, KIND_BLOCKED_BLOOM, LINE_BITS, MARKER, TRAILER_LEN, VERSION,
+    };
+}
+
+/// The names of a database's files.
+pub mod files {
+    pub use crate::filename::{manifest_name, parse, table_name, wal_name, FileKind};
+}
 
 /// One record of a WAL or manifest.
 #[derive(Clone, Debug)]
@@ -207,4 +240,13 @@ pub fn split_internal_key(ikey: &[u8]) -> Option<(&[u8], u64, bool)> {
         crate::key::trailer_seq(t),
         crate::key::trailer_kind(t) != Some(ValueKind::Put),
     ))
+}
+
+/// Checks the invariants of an open database's tree (levels 1 and deeper sorted and not
+/// overlapping; every table file in the directory referenced by the current version, being
+/// written by a job, held by a reader of an older version, or queued for deletion) and returns
+/// a description of the first violation. For tests and tools; it takes the version lock
+/// briefly and may wait up to a second for deletions in flight.
+pub fn check_invariants(db: &crate::Db) -> std::result::Result<(), String> {
+    db.core().check_invariants()
 }

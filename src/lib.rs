@@ -42,10 +42,12 @@ mod batch;
 mod compaction;
 mod db;
 mod encoding;
+mod engine;
 mod error;
-pub mod filename;
-pub mod filter;
+mod filename;
+mod filter;
 pub mod fs;
+#[cfg(any(fuzzing, test))]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod inspect;
@@ -53,12 +55,16 @@ mod iter;
 mod key;
 mod memtable;
 mod options;
+mod read;
 mod record;
+#[cfg(siltdb_sabotage)]
 #[doc(hidden)]
 pub mod sabotage;
+#[cfg(not(siltdb_sabotage))]
+mod sabotage;
 mod scan;
 mod snapshot;
-pub mod sstable;
+mod sstable;
 mod stats;
 mod version;
 mod wal;

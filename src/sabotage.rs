@@ -1,7 +1,8 @@
-//! Planted bugs for the harness self-check (`tests/harness_self_check.rs`): with the
-//! `sabotage` feature, `plant` turns a known bug on at run time so that the test can prove
-//! the crash and corruption tests catch it. Without the feature every check is `false` at
-//! compile time.
+//! Planted bugs for the harness self-check (`tests/harness_self_check.rs`): built with
+//! `RUSTFLAGS="--cfg siltdb_sabotage"`, [`plant`] turns a known bug on at run time so that
+//! the test can prove the crash and corruption tests catch it. In every other build (a user's
+//! included: it is a compiler flag, not a Cargo feature that a dependency could turn on) the
+//! switches do not exist and every check is `false` at compile time.
 
 /// A bug that can be planted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -15,17 +16,17 @@ pub enum Bug {
     IgnoreBlockChecksum = 4,
 }
 
-#[cfg(feature = "sabotage")]
+#[cfg(siltdb_sabotage)]
 static PLANTED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 /// Plants `bug` (process-wide) until [`clear`].
-#[cfg(feature = "sabotage")]
+#[cfg(siltdb_sabotage)]
 pub fn plant(bug: Bug) {
     PLANTED.fetch_or(bug as u32, std::sync::atomic::Ordering::SeqCst);
 }
 
 /// Removes every planted bug.
-#[cfg(feature = "sabotage")]
+#[cfg(siltdb_sabotage)]
 pub fn clear() {
     PLANTED.store(0, std::sync::atomic::Ordering::SeqCst);
 }
@@ -33,11 +34,11 @@ pub fn clear() {
 /// True if `bug` is planted.
 #[inline]
 pub(crate) fn planted(bug: Bug) -> bool {
-    #[cfg(feature = "sabotage")]
+    #[cfg(siltdb_sabotage)]
     {
         PLANTED.load(std::sync::atomic::Ordering::Relaxed) & bug as u32 != 0
     }
-    #[cfg(not(feature = "sabotage"))]
+    #[cfg(not(siltdb_sabotage))]
     {
         let _ = bug;
         false

@@ -4,11 +4,11 @@
 //! files stay alive) and a sequence number; it merges every source from both ends and keeps,
 //! per user key, the newest version at or below its sequence number, skipping tombstones.
 
-use crate::db::{Core, ReadState};
 use crate::error::{Error, Result};
 use crate::iter::{BoxedIter, Entry, KeyRange, MergeIter};
 use crate::key::{self, InternalKey, SeqNo, ValueKind};
 use crate::memtable::Memtable;
+use crate::read::{ReadPath, ReadState};
 use crate::version::{level_entries, table_entries, NUM_LEVELS};
 use bytes::Bytes;
 use std::ops::{Bound, RangeBounds};
@@ -131,7 +131,7 @@ impl DoubleEndedIterator for MemIter {
 /// (never a silently skipped key). After [`Db::close`](crate::Db::close), the next item is
 /// [`Error::Closed`].
 pub struct Iter {
-    core: Arc<Core>,
+    read: Arc<ReadPath>,
     _state: Arc<ReadState>,
     seq: SeqNo,
     merge: MergeIter,
@@ -155,11 +155,10 @@ fn failed(e: Error) -> BoxedIter {
 
 /// Builds a scan of `range` at `seq` over `state`.
 pub(crate) fn new_iter(
-    core: Arc<Core>,
+    read: Arc<ReadPath>,
     state: Arc<ReadState>,
     seq: SeqNo,
     range: KeyRange,
-    _hint: Option<()>,
 ) -> Iter {
     let mut sources: Vec<BoxedIter> = Vec::new();
     if !range.is_empty() {
@@ -189,7 +188,7 @@ pub(crate) fn new_iter(
         }
     }
     Iter {
-        core,
+        read,
         _state: state,
         seq,
         merge: MergeIter::new(sources),
@@ -206,7 +205,7 @@ impl Iter {
     }
 
     fn closed(&mut self) -> bool {
-        self.core.is_closed()
+        self.read.is_closed()
     }
 }
 

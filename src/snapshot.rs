@@ -1,8 +1,8 @@
 //! [`Snapshot`]: reads at one point in time.
 
-use crate::db::Core;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::key::SeqNo;
+use crate::read::ReadPath;
 use crate::scan::{self, Iter};
 use std::ops::RangeBounds;
 use std::sync::Arc;
@@ -11,7 +11,7 @@ use std::sync::Arc;
 /// completed when it was taken. While it lives, compaction keeps the versions it can see.
 /// Dropping it releases them.
 pub struct Snapshot {
-    core: Arc<Core>,
+    read: Arc<ReadPath>,
     seq: SeqNo,
 }
 
@@ -22,8 +22,8 @@ impl std::fmt::Debug for Snapshot {
 }
 
 impl Snapshot {
-    pub(crate) fn new(core: Arc<Core>, seq: SeqNo) -> Self {
-        Snapshot { core, seq }
+    pub(crate) fn new(read: Arc<ReadPath>, seq: SeqNo) -> Self {
+        Snapshot { read, seq }
     }
 
     /// The sequence number of the last write the snapshot sees.
@@ -31,21 +31,13 @@ impl Snapshot {
         self.seq
     }
 
-    fn check(&self) -> Result<()> {
-        if self.core.is_closed() {
-            Err(Error::Closed)
-        } else {
-            Ok(())
-        }
-    }
-
     /// The value of `key` as of the snapshot. Errors as [`Db::get`](crate::Db::get), and
-    /// [`Error::Closed`] after the database is closed.
+    /// [`Error::Closed`](crate::Error::Closed) after the database is closed.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        self.check()?;
+        self.read.check_open()?;
         Ok(self
-            .core
-            .get_at(key.as_ref(), Some(self.seq), None)?
+            .read
+            .get(key.as_ref(), Some(self.seq), None)?
             .map(|b| b.to_vec()))
     }
 
@@ -57,22 +49,20 @@ impl Snapshot {
     /// Entries in `range` as of the snapshot.
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Iter {
         scan::new_iter(
-            self.core.clone(),
-            self.core.load_read_state(),
+            self.read.clone(),
+            self.read.load(),
             self.seq,
             scan::bounds(&range),
-            None,
         )
     }
 
     /// Entries whose keys start with `prefix`, as of the snapshot.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter {
         scan::new_iter(
-            self.core.clone(),
-            self.core.load_read_state(),
+            self.read.clone(),
+            self.read.load(),
             self.seq,
             scan::prefix_bounds(prefix.as_ref()),
-            None,
         )
     }
 
@@ -84,6 +74,6 @@ impl Snapshot {
 
 impl Drop for Snapshot {
     fn drop(&mut self) {
-        self.core.release_snapshot(self.seq);
+        self.read.release_snapshot(self.seq);
     }
 }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 fn check(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>, deleted: &[Vec<u8>]) {
-    db.check_invariants().unwrap();
+    siltdb::inspect::check_invariants(db).unwrap();
     for (k, v) in model {
         assert_eq!(db.get(k).unwrap().as_ref(), Some(v), "key {k:?}");
     }

@@ -196,5 +196,5 @@ fn concurrent_readers_writers_snapshots_and_compactions() {
         "compactions must run during the test"
     );
     assert!(violations.is_empty(), "{violations:#?}");
-    db.check_invariants().unwrap();
+    siltdb::inspect::check_invariants(&db).unwrap();
 }

@@ -56,5 +56,5 @@ fn readers_see_monotonic_acknowledged_values() {
     }
     let s = db.stats();
     assert!(s.flushes > 10 && s.compactions > 0, "{s:?}");
-    db.check_invariants().unwrap();
+    siltdb::inspect::check_invariants(&db).unwrap();
 }

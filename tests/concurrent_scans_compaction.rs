@@ -56,5 +56,5 @@ fn scans_stay_consistent_under_compaction() {
         assert!(r.join().unwrap() > 0);
     }
     assert!(db.stats().compactions > 5, "{:?}", db.stats());
-    db.check_invariants().unwrap();
+    siltdb::inspect::check_invariants(&db).unwrap();
 }

@@ -44,6 +44,6 @@ fn failed_manifest_sync_in_a_flush_loses_nothing() {
                 "{image:?}"
             );
         }
-        db.check_invariants().unwrap();
+        siltdb::inspect::check_invariants(&db).unwrap();
     }
 }

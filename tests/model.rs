@@ -119,7 +119,7 @@ fn run(ops: Vec<Op>) {
             Op::Flush => db.flush().unwrap(),
             Op::Compact => {
                 db.compact().unwrap();
-                db.check_invariants().unwrap();
+                siltdb::inspect::check_invariants(&db).unwrap();
             }
             Op::Reopen => {
                 drop(db);
@@ -148,7 +148,7 @@ fn run(ops: Vec<Op>) {
     let mut rev = common::scan_all(db.iter().rev());
     rev.reverse();
     assert_eq!(rev, want);
-    db.check_invariants().unwrap();
+    siltdb::inspect::check_invariants(&db).unwrap();
     drop(db);
     let db = common::open_mem(&fs, dir);
     assert_eq!(common::scan_all(db.iter()), want, "after final reopen");
@@ -195,5 +195,5 @@ fn long_history_with_thousands_of_compactions() {
     }
     let want: Vec<_> = model.into_iter().collect();
     assert_eq!(common::scan_all(db.iter()), want);
-    db.check_invariants().unwrap();
+    siltdb::inspect::check_invariants(&db).unwrap();
 }

@@ -4,7 +4,7 @@
 mod common;
 
 use siltdb::fs::{FileSystem, MemFs};
-use siltdb::sstable::TableReader;
+use siltdb::inspect::table::TableReader;
 use siltdb::{Db, Error, Options};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;

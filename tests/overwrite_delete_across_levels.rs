@@ -61,5 +61,5 @@ fn deleted_keys_stay_deleted_after_compaction_to_the_bottom() {
         }
     }
     assert_eq!(db.iter().count(), 2000 - 667);
-    db.check_invariants().unwrap();
+    siltdb::inspect::check_invariants(&db).unwrap();
 }

@@ -10,6 +10,7 @@ use crate::key::{self, SeqNo, ValueKind};
 use crate::memtable::Memtable;
 use crate::options::Options;
 use crate::sstable::{BuildOptions, TableBuilder};
+use crate::version::obsolete::ObsoleteFiles;
 use crate::version::{level_entries, table_entries, FileMeta, TableHandle, Version, VersionEdit};
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -27,6 +28,8 @@ pub(crate) struct JobContext<'a> {
     pub(crate) shutting_down: &'a AtomicBool,
     /// Numbers of tables being written by running jobs: on disk, not yet in a version.
     pub(crate) pending_outputs: &'a Mutex<BTreeSet<u64>>,
+    /// Where the files of failed outputs go.
+    pub(crate) obsolete: &'a Arc<ObsoleteFiles>,
 }
 
 /// What a finished job produced, to be committed with one manifest edit.
@@ -117,7 +120,7 @@ impl<'a> Outputs<'a> {
             max_seq: p.max_seq,
             entries: p.entries,
         };
-        let handle = TableHandle::open(self.ctx.fs, self.ctx.dir, meta.clone());
+        let handle = TableHandle::open(self.ctx.fs, self.ctx.dir, meta.clone(), self.ctx.obsolete);
         if let Err(e) = handle.reader() {
             handle.mark_obsolete();
             self.ctx.pending_outputs.lock().remove(&number);
@@ -372,6 +375,7 @@ mod tests {
         let numbers = AtomicU64::new(10);
         let stop = AtomicBool::new(false);
         let pending = Mutex::new(BTreeSet::new());
+        let obsolete = ObsoleteFiles::new(fs.clone());
         let opts = Options::default();
         let ctx = JobContext {
             fs: &fs,
@@ -380,6 +384,7 @@ mod tests {
             file_numbers: &numbers,
             shutting_down: &stop,
             pending_outputs: &pending,
+            obsolete: &obsolete,
         };
         let m = Memtable::new(1);
         m.insert(

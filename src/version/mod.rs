@@ -2,10 +2,13 @@
 //!
 //! A [`Version`] is immutable and reference counted; readers and iterators hold the version
 //! they started with, which keeps its tables' files alive. A table removed by a later version
-//! is marked obsolete and its file is deleted when the last version holding it is dropped.
+//! is marked obsolete; when the last version holding it is dropped, its file is queued for
+//! deletion by background work ([`obsolete::ObsoleteFiles`]).
 
 pub(crate) mod edit;
+pub(crate) mod obsolete;
 pub(crate) mod set;
+mod shape;
 
 pub use edit::{FileMeta, VersionEdit, NUM_LEVELS};
 
@@ -15,78 +18,34 @@ use crate::fs::FileSystem;
 use crate::iter::{ChunkSource, Chunked, KeyRange};
 use crate::sstable::iter::{table_iter, TableIter};
 use crate::sstable::TableReader;
+use obsolete::ObsoleteFiles;
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// An error kept to be reported again each time a broken table is used.
-#[derive(Debug, Clone)]
-enum StoredError {
-    Corruption {
-        file: PathBuf,
-        offset: u64,
-        detail: String,
-    },
-    Io {
-        kind: io::ErrorKind,
-        message: String,
-    },
-    Other(String),
-}
-
-impl StoredError {
-    fn from_error(e: &Error) -> StoredError {
-        match e {
-            Error::Corruption {
-                file,
-                offset,
-                detail,
-            } => StoredError::Corruption {
-                file: file.clone(),
-                offset: *offset,
-                detail: detail.clone(),
-            },
-            Error::Io(io) => StoredError::Io {
-                kind: io.kind(),
-                message: io.to_string(),
-            },
-            other => StoredError::Other(other.to_string()),
-        }
-    }
-
-    fn to_error(&self) -> Error {
-        match self {
-            StoredError::Corruption {
-                file,
-                offset,
-                detail,
-            } => Error::Corruption {
-                file: file.clone(),
-                offset: *offset,
-                detail: detail.clone(),
-            },
-            StoredError::Io { kind, message } => Error::Io(io::Error::new(*kind, message.clone())),
-            StoredError::Other(m) => Error::Io(io::Error::other(m.clone())),
-        }
-    }
-}
-
 /// A table of the tree: its manifest metadata and its open reader.
 #[derive(Debug)]
 pub(crate) struct TableHandle {
     pub(crate) meta: FileMeta,
-    table: std::result::Result<Arc<TableReader>, StoredError>,
+    /// The open reader, or the error that kept it from opening (reported again on each use).
+    table: std::result::Result<Arc<TableReader>, Error>,
     path: PathBuf,
-    fs: Arc<dyn FileSystem>,
+    /// Where the file goes once the table is obsolete and unreferenced.
+    reaper: Arc<ObsoleteFiles>,
     obsolete: AtomicBool,
 }
 
 impl TableHandle {
     /// Opens the table. A table that cannot be opened is kept as broken: every read that needs
     /// it fails with the error, and the rest of the tree stays readable.
-    pub(crate) fn open(fs: &Arc<dyn FileSystem>, dir: &Path, meta: FileMeta) -> Arc<TableHandle> {
+    pub(crate) fn open(
+        fs: &Arc<dyn FileSystem>,
+        dir: &Path,
+        meta: FileMeta,
+        reaper: &Arc<ObsoleteFiles>,
+    ) -> Arc<TableHandle> {
         let path = filename::table_path(dir, meta.number);
         let table = match TableReader::open(fs.as_ref(), &path) {
             Ok(t) => Ok(Arc::new(t)),
@@ -94,25 +53,25 @@ impl TableHandle {
                 // A table the manifest lists but the directory lacks: the database is damaged.
                 let e = Error::corruption(&path, 0, "table listed in the manifest is missing");
                 log::error!("{e}");
-                Err(StoredError::from_error(&e))
+                Err(e)
             }
             Err(e) => {
                 log::error!("table {} cannot be opened: {e}", path.display());
-                Err(StoredError::from_error(&e))
+                Err(e)
             }
         };
         Arc::new(TableHandle {
             meta,
             table,
             path,
-            fs: fs.clone(),
+            reaper: reaper.clone(),
             obsolete: AtomicBool::new(false),
         })
     }
 
     /// The open reader, or the error that kept it from opening.
     pub(crate) fn reader(&self) -> Result<&Arc<TableReader>> {
-        self.table.as_ref().map_err(StoredError::to_error)
+        self.table.as_ref().map_err(Error::clone)
     }
 
     /// True if the table could not be opened.
@@ -120,7 +79,7 @@ impl TableHandle {
         self.table.is_err()
     }
 
-    /// Deletes the file once no version holds this table any more.
+    /// Queues the file for deletion once no version holds this table any more.
     pub(crate) fn mark_obsolete(&self) {
         self.obsolete.store(true, Ordering::Release);
     }
@@ -141,13 +100,7 @@ impl TableHandle {
 impl Drop for TableHandle {
     fn drop(&mut self) {
         if self.obsolete.load(Ordering::Acquire) {
-            match self.fs.remove(&self.path) {
-                Ok(()) => log::info!("removed obsolete table {}", self.path.display()),
-                Err(e) => log::warn!(
-                    "could not remove obsolete table {}: {e}",
-                    self.path.display()
-                ),
-            }
+            self.reaper.push(std::mem::take(&mut self.path));
         }
     }
 }
@@ -200,16 +153,13 @@ impl Version {
         }
     }
 
-    /// The one table of level `level >= 1` whose range may hold `user_key`: the first table
-    /// whose largest key is at or after it (its smallest key may still be after the key).
-    pub(crate) fn candidate_in_level(
-        &self,
-        level: usize,
-        user_key: &[u8],
-    ) -> Option<&Arc<TableHandle>> {
+    /// The index of the one table of level `level >= 1` whose range may hold `user_key`: the
+    /// first table whose largest key is at or after it (its smallest key may still be after
+    /// the key).
+    pub(crate) fn candidate_index(&self, level: usize, user_key: &[u8]) -> Option<usize> {
         let tables = &self.levels[level];
         let i = tables.partition_point(|t| t.meta.largest_user() < user_key);
-        tables.get(i)
+        (i < tables.len()).then_some(i)
     }
 
     /// Tables of `level` whose user-key range intersects `[lo, hi]`.

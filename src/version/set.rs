@@ -7,6 +7,7 @@
 //! once it is synced; a torn last record is an edit that never committed and is ignored.
 
 use super::edit::{FileMeta, VersionEdit, NUM_LEVELS};
+use super::obsolete::ObsoleteFiles;
 use super::{TableHandle, Version};
 use crate::error::{io_context, Error, Result};
 use crate::filename::{self, FileKind};
@@ -145,13 +146,17 @@ pub(crate) struct VersionSet {
     last_sequence: u64,
     next_file: Arc<AtomicU64>,
     compact_pointers: Vec<Vec<u8>>,
-    failed: Option<String>,
+    /// The manifest write that failed; every later edit is refused with it.
+    failed: Option<Error>,
+    /// Where the files of obsolete tables go.
+    obsolete: Arc<ObsoleteFiles>,
 }
 
 impl VersionSet {
     /// An empty tree (a new database); nothing is written until
     /// [`write_new_manifest`](Self::write_new_manifest).
     pub(crate) fn new_empty(fs: Arc<dyn FileSystem>, dir: &Path) -> VersionSet {
+        let fs_clone = fs.clone();
         VersionSet {
             fs,
             dir: dir.to_path_buf(),
@@ -162,6 +167,7 @@ impl VersionSet {
             next_file: Arc::new(AtomicU64::new(1)),
             compact_pointers: vec![Vec::new(); NUM_LEVELS],
             failed: None,
+            obsolete: ObsoleteFiles::new(fs_clone),
         }
     }
 
@@ -171,10 +177,11 @@ impl VersionSet {
         dir: &Path,
         st: &ManifestState,
     ) -> VersionSet {
+        let obsolete = ObsoleteFiles::new(fs.clone());
         let mut version = Version::default();
         for (l, files) in st.levels.iter().enumerate() {
             for meta in files.values() {
-                version.levels[l].push(TableHandle::open(&fs, dir, meta.clone()));
+                version.levels[l].push(TableHandle::open(&fs, dir, meta.clone(), &obsolete));
             }
         }
         version.sort_levels();
@@ -203,7 +210,13 @@ impl VersionSet {
             next_file: Arc::new(AtomicU64::new(st.next_file_number.max(max_number + 1))),
             compact_pointers: st.compact_pointers.clone(),
             failed: None,
+            obsolete,
         }
+    }
+
+    /// The queue that obsolete tables' files go to.
+    pub(crate) fn obsolete_files(&self) -> &Arc<ObsoleteFiles> {
+        &self.obsolete
     }
 
     pub(crate) fn current(&self) -> Arc<Version> {
@@ -242,9 +255,7 @@ impl VersionSet {
 
     fn check_usable(&self) -> Result<()> {
         match &self.failed {
-            Some(why) => Err(Error::Poisoned(format!(
-                "an earlier manifest write failed: {why}"
-            ))),
+            Some(why) => Err(why.clone().into_poison()),
             None => Ok(()),
         }
     }
@@ -278,7 +289,7 @@ impl VersionSet {
         self.check_usable()?;
         let res = self.write_new_manifest_inner();
         if let Err(e) = &res {
-            self.failed = Some(e.to_string());
+            self.failed = Some(e.clone());
         }
         res
     }
@@ -340,7 +351,7 @@ impl VersionSet {
         let m = self
             .manifest
             .as_mut()
-            .ok_or_else(|| Error::Poisoned("no manifest is open for writing".into()))?;
+            .ok_or_else(|| Error::other("no manifest is open for writing").into_poison())?;
         let framed = record::frame(&edit.encode(), m.number);
         let written = m
             .log
@@ -348,7 +359,7 @@ impl VersionSet {
             .and_then(|()| m.log.sync())
             .map_err(|e| io_context("append to manifest", &m.path, e));
         if let Err(e) = written {
-            self.failed = Some(e.to_string());
+            self.failed = Some(e.clone());
             return Err(e);
         }
         let oversized = m.log.len() > MAX_MANIFEST_BYTES;

@@ -3,8 +3,8 @@
 #![allow(dead_code)]
 
 use siltdb::fs::{CrashImageOptions, FileSystem, MemFs};
-use siltdb::sstable::format::BlockKind;
-use siltdb::sstable::TableReader;
+use siltdb::inspect::table::BlockKind;
+use siltdb::inspect::table::TableReader;
 use siltdb::{Db, Options};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 use crate::output::{escape, line, parse_key, print_json, show, CliError};
 use clap::Args;
 use serde::Serialize;
-use siltdb::sstable::TableReader;
+use siltdb::inspect::table::TableReader;
 use siltdb::{Db, TableOutcome};
 use std::path::{Path, PathBuf};
 
@@ -67,7 +67,7 @@ pub fn info(dir: &Path, json: bool) -> Result<(), CliError> {
     for (level, metas) in m.levels.iter().enumerate() {
         let mut rows = Vec::new();
         for meta in metas {
-            let path = dir.join(siltdb::filename::table_name(meta.number));
+            let path = dir.join(siltdb::inspect::files::table_name(meta.number));
             let t = TableReader::open_file(&path).map_err(|e| {
                 CliError::input(format!(
                     "{} (the database may have changed while it was read; try again): {}",

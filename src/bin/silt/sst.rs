@@ -3,9 +3,9 @@
 use crate::output::{escape, line, parse_key, print_json, show, CliError};
 use clap::Args;
 use serde::Serialize;
-use siltdb::filter::{self, Filter};
-use siltdb::sstable::format::{BlockKind, Footer, FOOTER_LEN, MAGIC};
-use siltdb::sstable::TableReader;
+use siltdb::inspect::filter::{self, Filter};
+use siltdb::inspect::table::TableReader;
+use siltdb::inspect::table::{BlockKind, Footer, FOOTER_LEN, MAGIC};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 

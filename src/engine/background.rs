@@ -1,0 +1,426 @@
+//! Background work: the flush thread (sealed memtables -> L0 tables), the compaction thread
+//! (automatic and manual compactions), the purge thread (deletes obsolete table files), and
+//! installing a job's result as the new version. Failures are kept as they happened, so the
+//! caller that waits on a flush or a manual compaction gets the original error, and
+//! corruption found here stops writes with that same [`Error::Corruption`].
+
+use super::{Core, State};
+use crate::compaction::{self, picker, JobOutput};
+use crate::error::{Error, Result};
+use crate::filename;
+use crate::memtable::Memtable;
+use crate::stats::Counters;
+use crate::version::{TableHandle, Version, VersionEdit, NUM_LEVELS};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Consecutive failures of background jobs after which writes are refused: writers would
+/// otherwise wait forever for room that never comes.
+const MAX_BACKGROUND_FAILURES: u32 = 8;
+
+/// What callers waiting on background work need to know.
+#[derive(Default)]
+pub(super) struct BackgroundStatus {
+    /// The last flush failure (cleared by a successful flush).
+    pub(super) flush_error: Option<Error>,
+    /// Flushes that failed so far.
+    pub(super) flush_failures: u64,
+    /// The manual compaction requested and not started or not finished.
+    manual: Option<u64>,
+    /// The last manual compaction finished, and how it failed if it did.
+    manual_done: u64,
+    manual_error: Option<(u64, Error)>,
+    next_manual: u64,
+    /// True while the compaction thread runs a job.
+    compaction_running: bool,
+}
+
+/// A background loop.
+type Loop = fn(Arc<Core>);
+
+/// The threads [`Core::start`] spawns: thread name, what it does, its loop.
+const THREADS: [(&str, &str, Loop); 3] = [
+    ("siltdb-flush", "flush", Core::flush_loop),
+    ("siltdb-compact", "compaction", Core::compaction_loop),
+    ("siltdb-purge", "purge", Core::purge_loop),
+];
+
+impl Core {
+    /// Starts the flush, compaction and purge threads. If one cannot be started, the ones
+    /// already running are stopped and the error is returned.
+    pub(crate) fn start(self: &Arc<Self>) -> Result<Vec<std::thread::JoinHandle<()>>> {
+        let mut threads = Vec::new();
+        for (name, what, body) in THREADS {
+            let c = self.clone();
+            let spawned = std::thread::Builder::new()
+                .name(name.into())
+                .spawn(move || c.guarded(what, body))
+                .map_err(Error::from);
+            match spawned {
+                Ok(t) => threads.push(t),
+                Err(e) => {
+                    let _ = self.close(&parking_lot::Mutex::new(threads));
+                    return Err(e);
+                }
+            }
+        }
+        self.notify_all();
+        Ok(threads)
+    }
+
+    /// Runs a background loop; if it panics (a bug), writes are refused with the panic message
+    /// instead of waiting forever for work that will never finish.
+    fn guarded(self: Arc<Self>, what: &str, body: impl FnOnce(Arc<Self>)) {
+        let core = self.clone();
+        if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(self))) {
+            let msg = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            log::error!("{}: {what} thread panicked: {msg}", core.dir.display());
+            Counters::add(&core.counters.background_errors, 1);
+            let mut st = core.state.lock();
+            core.poison(
+                &mut st,
+                &Error::other(format!("the {what} thread panicked: {msg}")),
+            );
+            drop(st);
+            core.notify_all();
+        }
+    }
+
+    /// Commits a job's edit and publishes the new version. Holds the version-set lock across
+    /// both so that versions are published in the order they were made.
+    fn install(
+        &self,
+        edit: VersionEdit,
+        opened: &[Arc<TableHandle>],
+        after: impl FnOnce(&mut State),
+    ) -> Result<()> {
+        let mut vs = self.versions.lock();
+        let res = vs.log_and_apply(edit, opened);
+        if res.is_ok() {
+            let mut tables = self.tables.lock();
+            tables.retain(|_, w| w.strong_count() > 0);
+            let mut pending = self.pending_outputs.lock();
+            for t in opened {
+                pending.remove(&t.number());
+                tables.insert(t.number(), Arc::downgrade(t));
+            }
+        }
+        // On failure the outputs stay on disk and stay listed as pending: the edit may have
+        // reached the disk, so they may be referenced; the next open removes them if not.
+        match res {
+            Ok(version) => {
+                let mut st = self.state.lock();
+                st.tree.version = version;
+                after(&mut st);
+                self.publish(&st);
+                drop(st);
+                drop(vs);
+                self.notify_all();
+                Ok(())
+            }
+            Err(e) => {
+                drop(vs);
+                let mut st = self.state.lock();
+                self.poison(&mut st, &e);
+                Err(e)
+            }
+        }
+    }
+
+    fn flush_loop(self: Arc<Self>) {
+        let mut failures = 0u32;
+        loop {
+            let (imm, next_wal, version) = {
+                let mut st = self.state.lock();
+                while !st.life.shutting_down && st.tree.imms.is_empty() {
+                    self.bg_cv.wait(&mut st);
+                }
+                if st.life.shutting_down {
+                    return;
+                }
+                let Some(imm) = st.tree.imms.front().cloned() else {
+                    continue;
+                };
+                let next_wal = st.tree.imms.get(1).unwrap_or(&st.tree.mem).wal_number();
+                (imm, next_wal, st.tree.version.clone())
+            };
+            match self.flush_one(&imm, next_wal, &version) {
+                Ok(()) => failures = 0,
+                Err(Error::Closed) => return,
+                Err(e) => {
+                    failures += 1;
+                    Counters::add(&self.counters.background_errors, 1);
+                    log::error!("{}: flush failed: {e}", self.dir.display());
+                    let mut st = self.state.lock();
+                    st.bg.flush_error = Some(e.clone());
+                    st.bg.flush_failures += 1;
+                    if failures >= MAX_BACKGROUND_FAILURES {
+                        log::error!("{failures} flushes in a row failed");
+                        self.poison(&mut st, &e);
+                    }
+                    self.done_cv.notify_all();
+                    if matches!(e, Error::Poisoned(_)) {
+                        // The manifest cannot take edits any more: flushing is over until
+                        // the database is reopened (the data is safe in the WAL).
+                        while !st.life.shutting_down {
+                            self.bg_cv.wait(&mut st);
+                        }
+                        return;
+                    }
+                    let wait = Duration::from_millis(20u64 << failures.min(6));
+                    self.bg_cv.wait_for(&mut st, wait);
+                }
+            }
+        }
+    }
+
+    fn flush_one(&self, imm: &Arc<Memtable>, next_wal: u64, version: &Version) -> Result<()> {
+        let numbers = self.file_numbers.clone();
+        let ctx = self.job_context(&numbers);
+        let out = compaction::flush_memtable(&ctx, imm, version)?;
+        let JobOutput {
+            mut edit,
+            opened,
+            bytes_written,
+            ..
+        } = out;
+        edit.log_number = Some(next_wal);
+        if crate::sabotage::planted(crate::sabotage::Bug::DeleteWalBeforeManifestSync) {
+            let _ = self
+                .fs
+                .remove(&filename::wal_path(&self.dir, imm.wal_number()));
+        }
+        let imm_ptr = Arc::as_ptr(imm);
+        self.install(edit, &opened, |st| {
+            if st
+                .tree
+                .imms
+                .front()
+                .is_some_and(|m| Arc::as_ptr(m) == imm_ptr)
+            {
+                st.tree.imms.pop_front();
+            }
+            st.tree.flushed += 1;
+            st.bg.flush_error = None;
+        })?;
+        Counters::add(&self.counters.flushes, 1);
+        Counters::add(&self.counters.bytes_flushed, bytes_written);
+        let wal = filename::wal_path(&self.dir, imm.wal_number());
+        match self.fs.remove(&wal) {
+            Ok(()) => log::info!("flushed {} entries; removed {}", imm.len(), wal.display()),
+            Err(e) => log::warn!("could not remove {}: {e}", wal.display()),
+        }
+        Ok(())
+    }
+
+    fn compaction_loop(self: Arc<Self>) {
+        let mut failures = 0u32;
+        loop {
+            let manual = {
+                let mut st = self.state.lock();
+                let mut backed_off = failures == 0;
+                loop {
+                    if st.life.shutting_down {
+                        return;
+                    }
+                    if st.bg.manual.is_some() {
+                        break;
+                    }
+                    // No automatic compaction once writes are refused: nothing new arrives,
+                    // and a corrupt input would only fail again.
+                    let due = self.opts.auto_compaction
+                        && st.life.poisoned.is_none()
+                        && self.needs_compaction(&st.tree.version);
+                    if due && backed_off {
+                        break;
+                    }
+                    if due {
+                        // After a failure, wait before trying again.
+                        self.bg_cv
+                            .wait_for(&mut st, Duration::from_millis(50u64 << failures.min(6)));
+                        backed_off = true;
+                        continue;
+                    }
+                    self.bg_cv.wait(&mut st);
+                }
+                st.bg.compaction_running = true;
+                st.bg.manual
+            };
+            let res = match manual {
+                Some(_) => self.run_manual_compaction(),
+                None => self.run_one_compaction(),
+            };
+            // Record the failure (and stop writes on corruption) before anyone waiting on a
+            // manual compaction is told it ended.
+            match &res {
+                Ok(()) => failures = 0,
+                Err(Error::Closed) => {}
+                Err(e) => {
+                    failures += 1;
+                    Counters::add(&self.counters.background_errors, 1);
+                    log::error!("{}: compaction failed: {e}", self.dir.display());
+                    if failures >= MAX_BACKGROUND_FAILURES || e.is_corruption() {
+                        if !e.is_corruption() {
+                            log::error!("{failures} compactions in a row failed");
+                        }
+                        let mut st = self.state.lock();
+                        self.poison(&mut st, e);
+                    }
+                }
+            }
+            let mut st = self.state.lock();
+            st.bg.compaction_running = false;
+            if let Some(id) = manual {
+                st.bg.manual = None;
+                st.bg.manual_done = id;
+                if let Err(e) = &res {
+                    st.bg.manual_error = Some((id, e.clone()));
+                }
+            }
+            drop(st);
+            self.done_cv.notify_all();
+            if matches!(res, Err(Error::Closed)) {
+                return;
+            }
+        }
+    }
+
+    /// Deletes obsolete table files as their last holders queue them.
+    fn purge_loop(self: Arc<Self>) {
+        while !self.read.is_closed() {
+            if self.obsolete.wait_for_work(Duration::from_millis(100)) {
+                self.obsolete.purge();
+            }
+        }
+    }
+
+    fn needs_compaction(&self, v: &Version) -> bool {
+        picker::scores(v, &self.opts).iter().any(|&s| s >= 1.0)
+    }
+
+    fn run_one_compaction(&self) -> Result<()> {
+        let plan = {
+            let vs = self.versions.lock();
+            let version = vs.current();
+            let pointers: Vec<Vec<u8>> = (0..NUM_LEVELS)
+                .map(|l| vs.compact_pointer(l).to_vec())
+                .collect();
+            match picker::pick(&version, &self.opts, &pointers) {
+                Some(p) => (p, version),
+                None => return Ok(()),
+            }
+        };
+        self.run_plan(&plan.0, &plan.1)
+    }
+
+    fn run_plan(&self, plan: &compaction::Plan, version: &Version) -> Result<()> {
+        let numbers = self.file_numbers.clone();
+        let ctx = self.job_context(&numbers);
+        let smallest = self.read.smallest_snapshot();
+        let out = compaction::compact(&ctx, plan, version, smallest)?;
+        let JobOutput {
+            edit,
+            opened,
+            bytes_read,
+            bytes_written,
+            trivial_move,
+        } = out;
+        log::info!(
+            "compacted L{} ({} tables) + L{} ({} tables) -> {} tables{}",
+            plan.level,
+            plan.inputs.len(),
+            plan.output_level(),
+            plan.next_inputs.len(),
+            edit.added.len(),
+            if trivial_move { " (moved)" } else { "" }
+        );
+        self.install(edit, &opened, |_| {})?;
+        Counters::add(&self.counters.compactions, 1);
+        Counters::add(&self.counters.trivial_moves, u64::from(trivial_move));
+        Counters::add(&self.counters.bytes_compacted_read, bytes_read);
+        Counters::add(&self.counters.bytes_compacted_written, bytes_written);
+        Ok(())
+    }
+
+    fn run_manual_compaction(&self) -> Result<()> {
+        let deepest = {
+            let v = self.versions.lock().current();
+            (1..NUM_LEVELS)
+                .rev()
+                .find(|&l| !v.levels[l].is_empty())
+                .unwrap_or(1)
+        };
+        for level in 0..deepest {
+            loop {
+                let (plan, version) = {
+                    let vs = self.versions.lock();
+                    let v = vs.current();
+                    match picker::whole_level(&v, &self.opts, level) {
+                        Some(p) => (p, v),
+                        None => break,
+                    }
+                };
+                self.run_plan(&plan, &version)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until no sealed memtable waits for flush, no compaction is due or running, and
+    /// no obsolete file waits for deletion.
+    pub(crate) fn wait_for_compactions(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        loop {
+            if st.life.shutting_down || st.life.closed {
+                return Err(Error::Closed);
+            }
+            let pending = !st.tree.imms.is_empty()
+                || st.bg.compaction_running
+                || (self.opts.auto_compaction
+                    && st.life.poisoned.is_none()
+                    && self.needs_compaction(&st.tree.version));
+            if !pending {
+                break;
+            }
+            if let Some(e) = &st.life.poisoned {
+                return Err(e.clone());
+            }
+            self.done_cv.wait_for(&mut st, Duration::from_millis(50));
+        }
+        drop(st);
+        while !self.obsolete.wait_idle(Duration::from_millis(100)) {
+            self.read.check_open()?;
+        }
+        Ok(())
+    }
+
+    /// Runs a manual compaction of every level on the compaction thread and waits for it.
+    pub(crate) fn compact_all(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        self.writable(&st)?;
+        st.bg.next_manual += 1;
+        let id = st.bg.next_manual;
+        while st.bg.manual.is_some() {
+            self.done_cv.wait_for(&mut st, Duration::from_millis(100));
+            if st.life.shutting_down {
+                return Err(Error::Closed);
+            }
+        }
+        st.bg.manual = Some(id);
+        self.bg_cv.notify_all();
+        while st.bg.manual_done < id {
+            if st.life.shutting_down {
+                return Err(Error::Closed);
+            }
+            self.done_cv.wait_for(&mut st, Duration::from_millis(100));
+        }
+        match &st.bg.manual_error {
+            Some((eid, e)) if *eid == id => Err(e.clone()),
+            _ => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! The engine under [`Db`](crate::Db): the state shared by the write path, the background
+//! threads and the read path, and the rules for stopping writes and closing.
+//!
+//! One job per module: [`recovery`] opens a directory (manifest, WAL replay, orphan checks),
+//! [`write`] runs the write queue (group commit, memtable rotation, `flush`, `sync`),
+//! [`background`] runs the flush, compaction and purge threads, [`invariants`] checks the
+//! tree for tests and tools. Reads go through [`ReadPath`], which the engine feeds and which
+//! knows nothing of it.
+//!
+//! Locks, in the order they may be taken: `versions`, then `state`; `wal` is taken alone, or
+//! after `state` only by the group-commit leader that has released `state` first.
+
+mod background;
+mod invariants;
+mod recovery;
+mod write;
+
+use crate::compaction::JobContext;
+use crate::error::{Error, Result};
+use crate::fs::{FileLock, FileSystem};
+use crate::memtable::Memtable;
+use crate::options::Options;
+use crate::read::{ReadPath, ReadState};
+use crate::stats::Counters;
+use crate::version::obsolete::ObsoleteFiles;
+use crate::version::set::VersionSet;
+use crate::version::{TableHandle, Version};
+use crate::wal::WalWriter;
+use background::BackgroundStatus;
+use parking_lot::{Condvar, Mutex};
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+pub(crate) use write::PendingKind;
+use write::WriteQueue;
+
+/// The memtables and the version: what the write path fills and background work drains.
+struct MemtableSet {
+    mem: Arc<Memtable>,
+    /// Sealed memtables, oldest first.
+    imms: VecDeque<Arc<Memtable>>,
+    version: Arc<Version>,
+    /// Memtables sealed so far, and flushed so far (for `flush` to wait on).
+    sealed: u64,
+    flushed: u64,
+}
+
+/// Whether the database takes writes, and whether it is closing.
+#[derive(Default)]
+struct Lifecycle {
+    /// Why writes are refused, if they are: the failure itself (see [`Error::into_poison`]).
+    poisoned: Option<Error>,
+    shutting_down: bool,
+    closed: bool,
+}
+
+/// Everything guarded by the engine mutex, grouped by who uses it.
+struct State {
+    /// The write queue (write path only).
+    writes: WriteQueue,
+    /// Memtables and version (write path seals, flush drains, compaction installs).
+    tree: MemtableSet,
+    /// Status of flush and compaction work, for the callers that wait on it.
+    bg: BackgroundStatus,
+    life: Lifecycle,
+}
+
+/// The engine shared by handles and background threads.
+pub(crate) struct Core {
+    dir: PathBuf,
+    fs: Arc<dyn FileSystem>,
+    opts: Options,
+    read: Arc<ReadPath>,
+    state: Mutex<State>,
+    /// A queued writer may lead now, or its write is done.
+    writer_cv: Condvar,
+    /// A writer waiting for memtable room may go on.
+    room_cv: Condvar,
+    /// Background threads have work.
+    bg_cv: Condvar,
+    /// A flush or compaction finished (for `flush`, `compact` and `wait_for_compactions`).
+    done_cv: Condvar,
+    wal: Mutex<Option<WalWriter>>,
+    versions: Mutex<VersionSet>,
+    file_numbers: Arc<AtomicU64>,
+    counters: Arc<Counters>,
+    lock: Mutex<Option<Box<dyn FileLock>>>,
+    /// Tables being written by running jobs (see [`JobContext::pending_outputs`]).
+    pending_outputs: Mutex<BTreeSet<u64>>,
+    /// Every table handle alive, current or held by an old reader, by number.
+    tables: Mutex<HashMap<u64, Weak<TableHandle>>>,
+    obsolete: Arc<ObsoleteFiles>,
+}
+
+impl Core {
+    /// Opens the database in `dir` (see [`recovery`]) and builds the engine around it. The
+    /// background threads are started by [`start`](Self::start).
+    pub(crate) fn open(dir: PathBuf, opts: Options) -> Result<Core> {
+        let counters = Arc::new(Counters::default());
+        let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let r = recovery::recover(&dir, &opts, &counters, &closed)?;
+        let version = r.versions.current();
+        let tables = version
+            .levels
+            .iter()
+            .flatten()
+            .map(|t| (t.number(), Arc::downgrade(t)))
+            .collect();
+        let read = Arc::new(ReadPath::new(
+            ReadState {
+                mem: r.mem.clone(),
+                imms: Vec::new(),
+                version: version.clone(),
+            },
+            r.last_seq,
+            counters.clone(),
+            closed,
+        ));
+        let state = State {
+            writes: WriteQueue::new(r.last_seq),
+            tree: MemtableSet {
+                mem: r.mem,
+                imms: VecDeque::new(),
+                version,
+                sealed: 0,
+                flushed: 0,
+            },
+            bg: BackgroundStatus::default(),
+            life: Lifecycle::default(),
+        };
+        Ok(Core {
+            dir,
+            fs: opts.file_system.clone(),
+            opts,
+            read,
+            state: Mutex::new(state),
+            writer_cv: Condvar::new(),
+            room_cv: Condvar::new(),
+            bg_cv: Condvar::new(),
+            done_cv: Condvar::new(),
+            wal: Mutex::new(r.wal),
+            file_numbers: r.versions.file_numbers(),
+            obsolete: r.versions.obsolete_files().clone(),
+            versions: Mutex::new(r.versions),
+            counters,
+            lock: Mutex::new(r.lock),
+            pending_outputs: Mutex::new(BTreeSet::new()),
+            tables: Mutex::new(tables),
+        })
+    }
+
+    /// The read path, for gets, scans and snapshots.
+    pub(crate) fn read_path(&self) -> &Arc<ReadPath> {
+        &self.read
+    }
+
+    /// The database directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Cumulative counters.
+    pub(crate) fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Stops the background threads (joining `threads`), syncs the WAL, deletes the files
+    /// still queued as obsolete and releases the directory lock. A second call is a no-op.
+    pub(crate) fn close(&self, threads: &Mutex<Vec<JoinHandle<()>>>) -> Result<()> {
+        {
+            let mut st = self.state.lock();
+            if st.life.closed {
+                return Ok(());
+            }
+            st.life.shutting_down = true;
+            self.read.closed.store(true, Ordering::SeqCst);
+        }
+        self.notify_all();
+        self.obsolete.wake();
+        for t in threads.lock().drain(..) {
+            let _ = t.join();
+        }
+        // Take the WAL away so that a leader still inside `lead` fails with `Closed` instead of
+        // appending after the final sync.
+        let res = match self.wal.lock().take() {
+            Some(mut w) => w.sync(),
+            None => Ok(()),
+        };
+        self.obsolete.purge();
+        self.obsolete.close();
+        self.state.lock().life.closed = true;
+        self.notify_all();
+        *self.lock.lock() = None;
+        res
+    }
+
+    fn notify_all(&self) {
+        self.writer_cv.notify_all();
+        self.room_cv.notify_all();
+        self.bg_cv.notify_all();
+        self.done_cv.notify_all();
+    }
+
+    /// Makes the memtables and version in `st` what new reads see.
+    fn publish(&self, st: &State) {
+        self.read.publish(ReadState {
+            mem: st.tree.mem.clone(),
+            imms: st.tree.imms.iter().rev().cloned().collect(),
+            version: st.tree.version.clone(),
+        });
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        let st = self.state.lock();
+        self.writable(&st)
+    }
+
+    fn writable(&self, st: &State) -> Result<()> {
+        if st.life.shutting_down || st.life.closed {
+            return Err(Error::Closed);
+        }
+        if self.opts.read_only {
+            return Err(Error::InvalidArgument(
+                "the database was opened read-only".into(),
+            ));
+        }
+        if let Some(e) = &st.life.poisoned {
+            return Err(e.clone());
+        }
+        Ok(())
+    }
+
+    /// Stops writes because of `cause` (the first cause wins).
+    fn poison(&self, st: &mut State, cause: &Error) {
+        if st.life.poisoned.is_none() {
+            log::error!("{}: refusing further writes: {cause}", self.dir.display());
+            st.life.poisoned = Some(cause.clone().into_poison());
+        }
+    }
+
+    fn job_context<'a>(&'a self, numbers: &'a AtomicU64) -> JobContext<'a> {
+        JobContext {
+            fs: &self.fs,
+            dir: &self.dir,
+            opts: &self.opts,
+            file_numbers: numbers,
+            shutting_down: &self.read.closed,
+            pending_outputs: &self.pending_outputs,
+            obsolete: &self.obsolete,
+        }
+    }
+}

@@ -1,0 +1,347 @@
+//! Opening a database directory: take the lock, read `CURRENT` and replay the manifest,
+//! replay the WALs the manifest does not cover (checking that sequence numbers continue
+//! without a gap and never go backwards), refuse to delete an orphan table that holds writes
+//! nobody else records, and, unless read-only, write the replayed writes to an L0 table under a
+//! fresh manifest and remove every file the manifest does not reference.
+
+use crate::compaction::{self, JobContext};
+use crate::error::{io_context, Error, Result};
+use crate::filename::{self, FileKind};
+use crate::fs::{FileLock, FileSystem};
+use crate::key::{SeqNo, MAX_SEQ};
+use crate::memtable::Memtable;
+use crate::options::Options;
+use crate::stats::Counters;
+use crate::version::set::{self as vset, VersionSet};
+use crate::wal::{self, WalBatch, WalWriter};
+use parking_lot::Mutex;
+use std::collections::{BTreeSet, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// What an open found and prepared.
+pub(super) struct Recovered {
+    pub(super) lock: Option<Box<dyn FileLock>>,
+    pub(super) versions: VersionSet,
+    /// The memtable to write to (read-only: the replayed writes).
+    pub(super) mem: Arc<Memtable>,
+    /// The WAL to append to (`None` when read-only).
+    pub(super) wal: Option<WalWriter>,
+    /// The last sequence number in use.
+    pub(super) last_seq: SeqNo,
+}
+
+/// What the steps of an open share.
+struct Ctx<'a> {
+    fs: &'a Arc<dyn FileSystem>,
+    dir: &'a Path,
+    opts: &'a Options,
+    counters: &'a Counters,
+    shutting_down: &'a AtomicBool,
+}
+
+/// Opens the database in `dir`; see the module documentation.
+pub(super) fn recover(
+    dir: &Path,
+    opts: &Options,
+    counters: &Counters,
+    shutting_down: &AtomicBool,
+) -> Result<Recovered> {
+    let fs = &opts.file_system;
+    let ctx = Ctx {
+        fs,
+        dir,
+        opts,
+        counters,
+        shutting_down,
+    };
+    let exists = fs.exists(&dir.join(filename::CURRENT));
+    if !exists && (opts.read_only || !opts.create_if_missing) {
+        return Err(Error::InvalidArgument(format!(
+            "no database in {}{}",
+            dir.display(),
+            if opts.read_only {
+                " (a read-only open never creates one)"
+            } else {
+                " and create_if_missing is false"
+            }
+        )));
+    }
+    let lock = if opts.read_only {
+        None
+    } else {
+        fs.create_dir_all(dir)
+            .map_err(|e| io_context("create directory", dir, e))?;
+        Some(fs.lock(&dir.join(filename::LOCK)).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::WouldBlock {
+                Error::Locked
+            } else {
+                io_context("lock", &dir.join(filename::LOCK), e)
+            }
+        })?)
+    };
+    let files = vset::list_files(fs.as_ref(), dir)?;
+    let mut versions = open_versions(&ctx, &files)?;
+
+    // Replay the WALs that the manifest does not cover, oldest first.
+    let log_number = versions.log_number();
+    let mut wals: Vec<u64> = files
+        .iter()
+        .filter_map(|(_, k)| match k {
+            FileKind::Wal(n) if *n >= log_number => Some(*n),
+            _ => None,
+        })
+        .collect();
+    wals.sort_unstable();
+    let recovered = Memtable::new(0);
+    let mut seqs = SeqCheck::new(versions.last_sequence());
+    for &n in &wals {
+        let path = filename::wal_path(dir, n);
+        let tail = wal::replay(fs.as_ref(), &path, n, |batch| {
+            seqs.check(&path, &batch)?;
+            // `check` proved `first_seq + ops - 1` does not overflow.
+            for (seq, op) in (batch.first_seq..).zip(batch.ops) {
+                recovered.insert(op.key, seq, op.kind, op.value);
+            }
+            Ok(())
+        })?;
+        if let Some(at) = tail.torn_at {
+            log::warn!(
+                "{}: cut a torn tail of {} bytes at offset {at}",
+                path.display(),
+                tail.dropped_bytes
+            );
+            Counters::add(&counters.wal_torn_tails, 1);
+            Counters::add(&counters.wal_torn_bytes, tail.dropped_bytes);
+        }
+        log::info!("{}: replayed", path.display());
+    }
+    let last_seq = seqs.last;
+    check_orphans(fs.as_ref(), dir, &files, &versions, last_seq)?;
+
+    if opts.read_only {
+        // Nothing is written: the replayed writes stay in memory.
+        return Ok(Recovered {
+            lock,
+            versions,
+            mem: Arc::new(recovered),
+            wal: None,
+            last_seq,
+        });
+    }
+    // The replayed WALs may hold bytes a crash left only in the page cache. Make them
+    // durable before their contents go to a table: otherwise a power loss during this
+    // open could leave a synced table holding writes that the WALs no longer hold.
+    for &n in &wals {
+        let path = filename::wal_path(dir, n);
+        fs.sync_file(&path)
+            .map_err(|e| io_context("sync", &path, e))?;
+    }
+    let new_wal = flush_recovered(&ctx, &mut versions, &recovered, last_seq)?;
+    let wal_path = filename::wal_path(dir, new_wal);
+    let writer = WalWriter::create(fs.as_ref(), &wal_path, new_wal)?;
+    fs.sync_dir(dir)
+        .map_err(|e| io_context("sync directory", dir, e))?;
+    remove_unreferenced(fs.as_ref(), dir, &versions, new_wal)?;
+    Ok(Recovered {
+        lock,
+        versions,
+        mem: Arc::new(Memtable::new(new_wal)),
+        wal: Some(writer),
+        last_seq,
+    })
+}
+
+/// The version set the manifest describes, or an empty one for a new database.
+fn open_versions(ctx: &Ctx<'_>, files: &[(String, FileKind)]) -> Result<VersionSet> {
+    let (fs, dir) = (ctx.fs, ctx.dir);
+    let versions = match vset::read_current(fs.as_ref(), dir)? {
+        Some(number) => {
+            let st = vset::replay_manifest(fs.as_ref(), dir, number)?;
+            VersionSet::from_state(fs.clone(), dir, &st)
+        }
+        None => {
+            if let Some((name, _)) = files
+                .iter()
+                .find(|(_, k)| matches!(k, FileKind::Table(_) | FileKind::Wal(_)))
+            {
+                return Err(Error::corruption(
+                    &dir.join(filename::CURRENT),
+                    0,
+                    format!("CURRENT is missing but the directory holds {name}"),
+                ));
+            }
+            log::info!("creating a new database in {}", dir.display());
+            VersionSet::new_empty(fs.clone(), dir)
+        }
+    };
+    for (_, k) in files {
+        if let FileKind::Table(n) | FileKind::Wal(n) | FileKind::Manifest(n) | FileKind::Temp(n) = k
+        {
+            versions.mark_file_number_used(*n);
+        }
+    }
+    Ok(versions)
+}
+
+/// Sequence numbers across the manifest and the WAL records: they continue without a gap (a
+/// gap means writes were lost: a WAL, or a manifest edit that retired one) and never go
+/// backwards (a record older than the one before it is not a crash artefact). All arithmetic
+/// on them is checked: they come from disk.
+struct SeqCheck {
+    /// The last sequence number seen (manifest, then each record).
+    last: SeqNo,
+    /// The last sequence number of the previous WAL record, if any.
+    prev_record_end: Option<SeqNo>,
+}
+
+impl SeqCheck {
+    fn new(manifest_last: SeqNo) -> SeqCheck {
+        SeqCheck {
+            last: manifest_last,
+            prev_record_end: None,
+        }
+    }
+
+    fn check(&mut self, path: &Path, batch: &WalBatch) -> Result<()> {
+        let bad = |detail: String| Error::corruption(path, batch.offset, detail);
+        if batch.ops.is_empty() {
+            return Ok(());
+        }
+        let count = batch.ops.len() as u64;
+        let end = batch
+            .first_seq
+            .checked_add(count - 1)
+            .filter(|&e| e < MAX_SEQ)
+            .ok_or_else(|| {
+                bad(format!(
+                    "record of {count} writes from sequence {} runs past the largest sequence number {MAX_SEQ}",
+                    batch.first_seq
+                ))
+            })?;
+        if batch.first_seq == 0 {
+            return Err(bad("record starts at sequence number 0".into()));
+        }
+        if let Some(prev) = self.prev_record_end {
+            if batch.first_seq <= prev {
+                return Err(bad(format!(
+                    "sequence numbers go backwards: this record starts at {} but an earlier record ended at {prev}",
+                    batch.first_seq
+                )));
+            }
+        }
+        // `last < MAX_SEQ` here (it is a record end, or a manifest value checked on decode and
+        // clamped below), so `last + 1` cannot wrap.
+        let next = self.last.saturating_add(1);
+        if batch.first_seq > next {
+            return Err(bad(format!(
+                "sequence numbers {next}..{} are missing before this record: a WAL or a manifest edit was lost",
+                batch.first_seq - 1
+            )));
+        }
+        self.prev_record_end = Some(end);
+        self.last = self.last.max(end);
+        Ok(())
+    }
+}
+
+/// Starts a fresh manifest for this session, writes the replayed writes to an L0 table and
+/// records that the old WALs are no longer needed. Returns the number of the WAL to write to
+/// next.
+fn flush_recovered(
+    ctx: &Ctx<'_>,
+    versions: &mut VersionSet,
+    recovered: &Memtable,
+    last_seq: SeqNo,
+) -> Result<u64> {
+    versions.write_new_manifest()?;
+    let new_wal = versions.new_file_number();
+    let numbers = versions.file_numbers();
+    let pending_outputs = Mutex::new(BTreeSet::new());
+    let obsolete = versions.obsolete_files().clone();
+    let job = JobContext {
+        fs: ctx.fs,
+        dir: ctx.dir,
+        opts: ctx.opts,
+        file_numbers: &numbers,
+        shutting_down: ctx.shutting_down,
+        pending_outputs: &pending_outputs,
+        obsolete: &obsolete,
+    };
+    let out = compaction::flush_memtable(&job, recovered, &versions.current())?;
+    let mut edit = out.edit;
+    edit.log_number = Some(new_wal);
+    edit.last_sequence = Some(last_seq);
+    versions.log_and_apply(edit, &out.opened)?;
+    if out.bytes_written > 0 {
+        Counters::add(&ctx.counters.flushes, 1);
+        Counters::add(&ctx.counters.bytes_flushed, out.bytes_written);
+        log::info!("recovered {} entries into an L0 table", recovered.len());
+    }
+    Ok(new_wal)
+}
+
+/// Tables on disk that the manifest does not list are outputs of jobs that never committed,
+/// and go. But one that holds writes newer than anything the manifest and the WALs record is
+/// evidence of a lost manifest edit: deleting it would lose those writes for good.
+fn check_orphans(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    files: &[(String, FileKind)],
+    versions: &VersionSet,
+    last_seq: SeqNo,
+) -> Result<()> {
+    let live: HashSet<u64> = versions.current().live_numbers().into_iter().collect();
+    for (name, kind) in files {
+        let FileKind::Table(n) = kind else { continue };
+        if live.contains(n) {
+            continue;
+        }
+        let path: PathBuf = dir.join(name);
+        // One that does not open was cut short by a crash: nothing to account for.
+        if let Ok(t) = crate::sstable::TableReader::open(fs, &path) {
+            let p = t.properties();
+            if p.entries > 0 && p.max_seq > last_seq {
+                return Err(Error::corruption(
+                    &path,
+                    0,
+                    format!(
+                        "table is not in the manifest but holds writes up to sequence {} \
+                         while the manifest and WALs end at {last_seq}: a manifest edit was lost",
+                        p.max_seq
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Removes the files the manifest does not reference: old WALs and manifests, temporaries,
+/// and tables left by jobs that never committed.
+fn remove_unreferenced(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    versions: &VersionSet,
+    wal: u64,
+) -> Result<()> {
+    let live: HashSet<u64> = versions.current().live_numbers().into_iter().collect();
+    let current_manifest = versions.manifest_number();
+    for (name, kind) in vset::list_files(fs, dir)? {
+        let obsolete = match kind {
+            FileKind::Table(n) => !live.contains(&n),
+            FileKind::Wal(n) => n != wal,
+            FileKind::Manifest(n) => Some(n) != current_manifest,
+            FileKind::Temp(_) => true,
+            FileKind::Current | FileKind::Lock => false,
+        };
+        if obsolete {
+            match fs.remove(&dir.join(&name)) {
+                Ok(()) => log::info!("removed {name}: not referenced by the manifest"),
+                Err(e) => log::warn!("could not remove {name}: {e}"),
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,314 @@
+//! The write path: a queue of writers; the one at the front (the leader) takes a group of
+//! queued batches, appends them to the WAL as one record (one fsync for all of them when
+//! `sync_writes` is on), inserts them into the memtable and publishes their sequence numbers.
+//! A full memtable is sealed and a new WAL started; `flush` waits for the flush thread to
+//! write the sealed memtable to L0, `sync` fsyncs the WAL.
+
+use super::{Core, State};
+use crate::batch::WriteBatch;
+use crate::error::{io_context, Error, Result};
+use crate::filename;
+use crate::key::{SeqNo, ValueKind, MAX_SEQ};
+use crate::memtable::Memtable;
+use crate::stats::Counters;
+use crate::wal::{self, WalWriter};
+use bytes::Bytes;
+use parking_lot::MutexGuard;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Most bytes of queued batches one leader commits in one WAL record.
+const MAX_GROUP_BYTES: usize = 1 << 20;
+
+pub(crate) enum PendingKind {
+    Write(WriteBatch),
+    /// Seal the memtable even if it is not full (for `flush`).
+    Seal,
+}
+
+struct Pending {
+    id: u64,
+    kind: PendingKind,
+}
+
+/// The writers waiting to be committed, and the outcomes not yet collected.
+pub(super) struct WriteQueue {
+    queue: VecDeque<Pending>,
+    next_id: u64,
+    leader_active: bool,
+    /// Outcomes of writes committed (or failed) by another writer's group.
+    results: BTreeMap<u64, Result<()>>,
+    /// Sequence number of the last write given one (visible once its group is in the
+    /// memtable).
+    pub(super) last_seq: SeqNo,
+}
+
+impl WriteQueue {
+    pub(super) fn new(last_seq: SeqNo) -> WriteQueue {
+        WriteQueue {
+            queue: VecDeque::new(),
+            next_id: 0,
+            leader_active: false,
+            results: BTreeMap::new(),
+            last_seq,
+        }
+    }
+
+    /// Takes queued writes from the front, up to [`MAX_GROUP_BYTES`] (at least one).
+    fn take_group(&mut self) -> Vec<(u64, WriteBatch)> {
+        let mut group = Vec::new();
+        let mut bytes = 0usize;
+        while let Some(front) = self.queue.front() {
+            let PendingKind::Write(b) = &front.kind else {
+                break;
+            };
+            if !group.is_empty() && bytes + b.ops.len() > MAX_GROUP_BYTES {
+                break;
+            }
+            bytes += b.ops.len();
+            let Some(Pending {
+                id,
+                kind: PendingKind::Write(b),
+            }) = self.queue.pop_front()
+            else {
+                break;
+            };
+            group.push((id, b));
+        }
+        group
+    }
+
+    /// Records the outcome of the request at the front of the queue and removes it.
+    fn finish_front(&mut self, outcome: Result<()>) {
+        if let Some(p) = self.queue.pop_front() {
+            self.results.insert(p.id, outcome);
+        }
+    }
+}
+
+impl Core {
+    /// Queues a write (or a seal) and waits until a leader, perhaps this thread, has done it.
+    pub(crate) fn submit(&self, kind: PendingKind) -> Result<()> {
+        let mut st = self.state.lock();
+        self.writable(&st)?;
+        let id = st.writes.next_id;
+        st.writes.next_id += 1;
+        st.writes.queue.push_back(Pending { id, kind });
+        loop {
+            if let Some(outcome) = st.writes.results.remove(&id) {
+                return outcome;
+            }
+            let w = &st.writes;
+            if !w.leader_active && w.queue.front().is_some_and(|p| p.id == id) {
+                break;
+            }
+            self.writer_cv.wait(&mut st);
+        }
+        st.writes.leader_active = true;
+        self.lead(&mut st);
+        st.writes.leader_active = false;
+        self.writer_cv.notify_all();
+        let outcome = st.writes.results.remove(&id);
+        drop(st);
+        outcome.unwrap_or(Ok(()))
+    }
+
+    /// Runs one group as leader. Holds the state lock except while writing the WAL and the
+    /// memtable. Every request it takes gets an outcome in `results`.
+    fn lead(&self, st: &mut MutexGuard<'_, State>) {
+        let seal = matches!(
+            st.writes.queue.front().map(|p| &p.kind),
+            Some(PendingKind::Seal)
+        );
+        if let Err(e) = self.make_room(st, seal) {
+            // Fail the leader's own request only; others retry as leaders.
+            st.writes.finish_front(Err(e));
+            return;
+        }
+        if seal {
+            st.writes.finish_front(Ok(()));
+            return;
+        }
+        let group = st.writes.take_group();
+        let count: u64 = group.iter().map(|(_, b)| u64::from(b.count)).sum();
+        let last = st.writes.last_seq;
+        // The group takes `first_seq ..= first_seq + count - 1`, all below `MAX_SEQ` (which
+        // lookups use to see every write).
+        let Some(first_seq) = last
+            .checked_add(1)
+            .filter(|f| f.checked_add(count).is_some_and(|end| end <= MAX_SEQ))
+        else {
+            let e = Error::InvalidArgument(format!(
+                "sequence numbers exhausted: the last is {last}, the largest is {MAX_SEQ}"
+            ));
+            for (id, _) in group {
+                st.writes.results.insert(id, Err(e.clone()));
+            }
+            return;
+        };
+        let last_seq = first_seq + count - 1; // first_seq >= 1, first_seq + count <= MAX_SEQ
+        let mem = st.tree.mem.clone();
+        let result = MutexGuard::unlocked(st, || self.commit_group(&group, first_seq, &mem));
+        // On failure the WAL may hold part of the record: never acknowledge, never reuse its
+        // sequence numbers.
+        st.writes.last_seq = last_seq;
+        match result {
+            Ok(()) => {
+                self.read.publish_seq(last_seq);
+                let user_bytes: u64 = group.iter().map(|(_, b)| b.user_bytes).sum();
+                Counters::add(&self.counters.user_bytes_written, user_bytes);
+                for (id, _) in group {
+                    st.writes.results.insert(id, Ok(()));
+                }
+            }
+            Err(e) => {
+                self.poison(st, &e);
+                for (id, _) in group {
+                    st.writes.results.insert(id, Err(e.clone()));
+                }
+            }
+        }
+    }
+
+    /// Appends a group to the WAL (syncing it if asked) and inserts it into `mem`.
+    fn commit_group(
+        &self,
+        group: &[(u64, WriteBatch)],
+        first_seq: SeqNo,
+        mem: &Memtable,
+    ) -> Result<()> {
+        let count: u64 = group.iter().map(|(_, b)| u64::from(b.count)).sum();
+        let count = u32::try_from(count).map_err(|_| {
+            Error::InvalidArgument(format!("a write group of {count} operations is too large"))
+        })?;
+        let mut wal = self.wal.lock();
+        let w = wal.as_mut().ok_or(Error::Closed)?;
+        let parts: Vec<&[u8]> = group.iter().map(|(_, b)| b.ops.as_slice()).collect();
+        w.append(first_seq, count, &parts)?;
+        if self.opts.sync_writes {
+            w.sync()?;
+        }
+        drop(wal);
+        let mut seq = first_seq;
+        for (_, b) in group {
+            let ops = wal::decode_ops(&b.ops, b.count)
+                .ok_or_else(|| Error::InvalidArgument("write batch encoding is damaged".into()))?;
+            for op in ops {
+                let value = match op.kind {
+                    ValueKind::Put => Bytes::copy_from_slice(op.value),
+                    ValueKind::Delete => Bytes::new(),
+                };
+                mem.insert(Bytes::copy_from_slice(op.key), seq, op.kind, value);
+                seq += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes sure the memtable has room (sealing it if full, or if `force`), waiting while
+    /// too many memtables wait for flush or L0 is at the stop trigger.
+    fn make_room(&self, st: &mut MutexGuard<'_, State>, mut force: bool) -> Result<()> {
+        let mut slowed = false;
+        loop {
+            self.writable(st)?;
+            let l0 = st.tree.version.levels[0].len();
+            if self.opts.auto_compaction && !slowed && l0 >= self.opts.l0_slowdown_trigger {
+                slowed = true;
+                Counters::add(&self.counters.write_slowdowns, 1);
+                MutexGuard::unlocked(st, || std::thread::sleep(Duration::from_millis(1)));
+                continue;
+            }
+            if !force && st.tree.mem.approx_bytes() < self.opts.memtable_size {
+                return Ok(());
+            }
+            if force && st.tree.mem.is_empty() {
+                return Ok(());
+            }
+            if st.tree.imms.len() >= self.opts.max_immutable_memtables
+                || (self.opts.auto_compaction && l0 >= self.opts.l0_stop_trigger)
+            {
+                Counters::add(&self.counters.write_stops, 1);
+                self.bg_cv.notify_all();
+                self.room_cv.wait_for(st, Duration::from_millis(100));
+                continue;
+            }
+            self.seal_memtable(st)?;
+            force = false;
+        }
+    }
+
+    /// Starts a new WAL and memtable, and hands the full one to the flush thread.
+    fn seal_memtable(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
+        let number = self.file_numbers.fetch_add(1, Ordering::SeqCst);
+        let path = filename::wal_path(&self.dir, number);
+        let res = (|| -> Result<()> {
+            let new_wal = WalWriter::create(self.fs.as_ref(), &path, number)?;
+            self.fs
+                .sync_dir(&self.dir)
+                .map_err(|e| io_context("sync directory", &self.dir, e))?;
+            let mut wal = self.wal.lock();
+            if let Some(old) = wal.as_mut() {
+                // Sync the old WAL so that a power loss keeps a prefix of the history: the
+                // new WAL may be synced later while the old one is not.
+                old.sync()?;
+            }
+            *wal = Some(new_wal);
+            Ok(())
+        })();
+        if let Err(e) = res {
+            self.poison(st, &e);
+            return Err(e);
+        }
+        let old = std::mem::replace(&mut st.tree.mem, Arc::new(Memtable::new(number)));
+        st.tree.imms.push_back(old);
+        st.tree.sealed += 1;
+        self.publish(st);
+        self.bg_cv.notify_all();
+        Ok(())
+    }
+
+    /// Seals the memtable and waits until it and every memtable sealed before it are flushed.
+    /// A flush failure is returned as it happened (the flush is retried in the background).
+    pub(crate) fn flush(&self) -> Result<()> {
+        self.submit(PendingKind::Seal)?;
+        let mut st = self.state.lock();
+        let target = st.tree.sealed;
+        let failures_before = st.bg.flush_failures;
+        while st.tree.flushed < target {
+            if st.life.shutting_down || st.life.closed {
+                return Err(Error::Closed);
+            }
+            if let Some(e) = &st.life.poisoned {
+                return Err(e.clone());
+            }
+            if st.bg.flush_failures > failures_before {
+                if let Some(e) = &st.bg.flush_error {
+                    return Err(e.clone());
+                }
+            }
+            self.done_cv.wait_for(&mut st, Duration::from_millis(100));
+        }
+        Ok(())
+    }
+
+    /// Fsyncs the WAL; a failure stops writes.
+    pub(crate) fn sync_wal(&self) -> Result<()> {
+        self.check_writable()?;
+        let res = match self.wal.lock().as_mut() {
+            Some(w) => w.sync(),
+            None => Err(Error::Closed),
+        };
+        if let Err(e) = &res {
+            let mut st = self.state.lock();
+            self.poison(&mut st, e);
+        }
+        res
+    }
+
+    /// `Ok` if writes are accepted now (for an empty batch).
+    pub(crate) fn writes_accepted(&self) -> Result<()> {
+        self.check_writable()
+    }
+}

@@ -1,0 +1,246 @@
+//! The point get: memtables newest first, then L0 newest first, then one candidate table per
+//! deeper level, asking each table's in-memory filter before touching its file.
+//!
+//! The read state is pinned with a cheap `arc-swap` guard while the get only looks at memory
+//! (memtables, key ranges, filters). Before the first file read the guard is upgraded to an
+//! owned `Arc`, so no guard is held across I/O: a thread holding guards for long makes other
+//! loads take `arc-swap`'s slow path.
+
+use super::{ReadPath, ReadState};
+use crate::batch::MAX_KEY_SIZE;
+use crate::error::Result;
+use crate::filter::hash_key;
+use crate::key::SeqNo;
+use crate::memtable::Lookup;
+use crate::sstable::{ReadCost, TableLookup};
+use crate::stats::{GetCounters, ReadTrace, TableOutcome, TableVisit};
+use crate::version::{TableHandle, NUM_LEVELS};
+use arc_swap::Guard;
+use bytes::Bytes;
+use std::sync::Arc;
+
+/// The read state a get holds: a guard while it reads memory, an `Arc` once it reads files.
+enum Pinned {
+    Guard(Guard<Arc<ReadState>>),
+    Owned(Arc<ReadState>),
+}
+
+impl Pinned {
+    fn state(&self) -> &ReadState {
+        match self {
+            Pinned::Guard(g) => g,
+            Pinned::Owned(a) => a,
+        }
+    }
+
+    /// Trades the guard for an owned `Arc` of the same state (once), before a file read.
+    fn own(&mut self) {
+        if let Pinned::Guard(g) = self {
+            let owned = Arc::clone(&**g);
+            *self = Pinned::Owned(owned);
+        }
+    }
+}
+
+/// What a table's key range and filter say about a key, before any file read.
+enum Probe {
+    /// The table cannot hold the key (range or filter): go on.
+    Skip,
+    /// The table may hold the key: read it. `filtered` if a filter said "maybe".
+    Read { filtered: bool },
+}
+
+impl ReadPath {
+    /// The point read behind every get: at `seq` (a snapshot), or at the latest write.
+    pub(crate) fn get(
+        &self,
+        key: &[u8],
+        seq: Option<SeqNo>,
+        mut trace: Option<&mut ReadTrace>,
+    ) -> Result<Option<Bytes>> {
+        let mut pinned = Pinned::Guard(self.state.load());
+        let seq = seq.unwrap_or_else(|| self.visible_seq());
+        let mut g = GetCounters::default();
+        let res = get_in(&mut pinned, key, seq, &mut g, trace.as_deref_mut());
+        self.counters.record_get(&g);
+        if let Some(t) = trace {
+            t.data_block_reads = g.data_block_reads;
+            t.bytes_read = g.bytes_read;
+            t.memtable_hit = g.memtable_hit;
+        }
+        res
+    }
+}
+
+/// The key a get looks for, its filter hash, and the sequence number it reads at.
+struct Wanted<'k> {
+    key: &'k [u8],
+    hash: u64,
+    seq: SeqNo,
+}
+
+fn get_in(
+    pinned: &mut Pinned,
+    key: &[u8],
+    seq: SeqNo,
+    g: &mut GetCounters,
+    mut trace: Option<&mut ReadTrace>,
+) -> Result<Option<Bytes>> {
+    if key.len() > MAX_KEY_SIZE {
+        return Ok(None);
+    }
+    let rs = pinned.state();
+    for mem in std::iter::once(&rs.mem).chain(rs.imms.iter()) {
+        if let Some(t) = trace.as_deref_mut() {
+            t.memtables_searched += 1;
+        }
+        match mem.get(key, seq) {
+            Lookup::Value(v) => {
+                g.memtable_hit = true;
+                return Ok(Some(v));
+            }
+            Lookup::Deleted => {
+                g.memtable_hit = true;
+                return Ok(None);
+            }
+            Lookup::Absent => {}
+        }
+    }
+    let w = Wanted {
+        key,
+        hash: hash_key(key),
+        seq,
+    };
+    let l0 = rs.version.levels[0].len();
+    for i in 0..l0 {
+        if let Some(found) = ask(pinned, (0, i), &w, g, trace.as_deref_mut())? {
+            return Ok(found);
+        }
+    }
+    for level in 1..NUM_LEVELS {
+        let Some(i) = pinned.state().version.candidate_index(level, key) else {
+            continue;
+        };
+        if let Some(found) = ask(pinned, (level, i), &w, g, trace.as_deref_mut())? {
+            return Ok(found);
+        }
+    }
+    Ok(None)
+}
+
+/// Asks table `i` of `level`: its range and filter in memory, then, if they say "maybe", its
+/// file (after trading the guard for an `Arc`). `Some(answer)` ends the get.
+fn ask(
+    pinned: &mut Pinned,
+    (level, i): (usize, usize),
+    w: &Wanted<'_>,
+    g: &mut GetCounters,
+    mut trace: Option<&mut ReadTrace>,
+) -> Result<Option<Option<Bytes>>> {
+    let t = &pinned.state().version.levels[level][i];
+    let Probe::Read { filtered } = probe(t, level, w, g, trace.as_deref_mut())? else {
+        return Ok(None);
+    };
+    pinned.own();
+    let t = &pinned.state().version.levels[level][i];
+    read_table(t, level, w, filtered, g, trace)
+}
+
+fn visit(
+    trace: Option<&mut ReadTrace>,
+    t: &TableHandle,
+    level: usize,
+    outcome: TableOutcome,
+    cost: ReadCost,
+) {
+    if let Some(tr) = trace {
+        tr.tables.push(TableVisit {
+            level,
+            table_id: t.number(),
+            outcome,
+            block_reads: cost.blocks,
+            bytes_read: cost.bytes,
+        });
+    }
+}
+
+/// Asks a table's key range and filter, in memory.
+#[inline]
+fn probe(
+    t: &TableHandle,
+    level: usize,
+    w: &Wanted<'_>,
+    g: &mut GetCounters,
+    trace: Option<&mut ReadTrace>,
+) -> Result<Probe> {
+    if w.key < t.meta.smallest_user() || w.key > t.meta.largest_user() || t.meta.min_seq > w.seq {
+        visit(
+            trace,
+            t,
+            level,
+            TableOutcome::OutOfRange,
+            ReadCost::default(),
+        );
+        return Ok(Probe::Skip);
+    }
+    g.tables_considered += 1;
+    let reader = t.reader()?;
+    match reader.filter() {
+        Some(f) => {
+            g.filter_probes += 1;
+            if f.may_contain_hash(w.hash) {
+                Ok(Probe::Read { filtered: true })
+            } else {
+                g.filter_negatives += 1;
+                visit(
+                    trace,
+                    t,
+                    level,
+                    TableOutcome::FilterNegative,
+                    ReadCost::default(),
+                );
+                Ok(Probe::Skip)
+            }
+        }
+        None => Ok(Probe::Read { filtered: false }),
+    }
+}
+
+/// Reads a table that may hold the key. `Some(answer)` ends the get; `None` goes on to the
+/// next table.
+fn read_table(
+    t: &TableHandle,
+    level: usize,
+    w: &Wanted<'_>,
+    filtered: bool,
+    g: &mut GetCounters,
+    trace: Option<&mut ReadTrace>,
+) -> Result<Option<Option<Bytes>>> {
+    let reader = t.reader()?;
+    let mut cost = ReadCost::default();
+    let found = reader.get(w.key, w.seq, &mut cost);
+    g.data_block_reads += cost.blocks;
+    g.bytes_read += cost.bytes;
+    match found? {
+        TableLookup::Value(v) => {
+            g.filter_true_positives += u64::from(filtered);
+            visit(trace, t, level, TableOutcome::Found, cost);
+            Ok(Some(Some(v)))
+        }
+        TableLookup::Deleted => {
+            g.filter_true_positives += u64::from(filtered);
+            visit(trace, t, level, TableOutcome::Tombstone, cost);
+            Ok(Some(None))
+        }
+        TableLookup::Absent => {
+            let outcome = if filtered {
+                g.filter_false_positives += 1;
+                TableOutcome::FalsePositive
+            } else {
+                TableOutcome::NotFound
+            };
+            visit(trace, t, level, outcome, cost);
+            Ok(None)
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! [`ObsoleteFiles`]: the queue of table files that no version references any more, and that
+//! no reader holds, waiting to be deleted by background work.
+//!
+//! The last holder of an obsolete table is often a user thread finishing a get or dropping an
+//! iterator. It only queues the path; the engine's purge thread does the `unlink`, so a user
+//! thread never pays for a file-system operation it did not ask for. Files still queued when
+//! the database closes are deleted by `close`; a table whose last holder is dropped after the
+//! close stays on disk until the next open removes every file the manifest does not reference.
+
+use crate::fs::FileSystem;
+use parking_lot::{Condvar, Mutex};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, Default)]
+struct Queue {
+    paths: Vec<PathBuf>,
+    /// Paths taken by a purge that has not finished deleting them.
+    in_flight: Vec<PathBuf>,
+    /// No purge will run any more: paths queued from now on stay for the next open.
+    closed: bool,
+}
+
+/// Obsolete table files waiting for deletion.
+#[derive(Debug)]
+pub(crate) struct ObsoleteFiles {
+    fs: Arc<dyn FileSystem>,
+    queue: Mutex<Queue>,
+    /// Signalled when a path is queued and when a purge finishes.
+    changed: Condvar,
+}
+
+impl ObsoleteFiles {
+    pub(crate) fn new(fs: Arc<dyn FileSystem>) -> Arc<ObsoleteFiles> {
+        Arc::new(ObsoleteFiles {
+            fs,
+            queue: Mutex::new(Queue::default()),
+            changed: Condvar::new(),
+        })
+    }
+
+    /// Queues `path` for deletion.
+    pub(crate) fn push(&self, path: PathBuf) {
+        let mut q = self.queue.lock();
+        if q.closed {
+            log::info!("{} is obsolete; the next open removes it", path.display());
+            return;
+        }
+        q.paths.push(path);
+        drop(q);
+        self.changed.notify_all();
+    }
+
+    /// Deletes every queued file; returns how many were queued. Errors are logged: a file that
+    /// cannot be removed now is removed by the next open.
+    pub(crate) fn purge(&self) -> usize {
+        let batch = {
+            let mut q = self.queue.lock();
+            let batch = std::mem::take(&mut q.paths);
+            q.in_flight.extend(batch.iter().cloned());
+            batch
+        };
+        for path in &batch {
+            match self.fs.remove(path) {
+                Ok(()) => log::info!("removed obsolete table {}", path.display()),
+                Err(e) => log::warn!("could not remove obsolete table {}: {e}", path.display()),
+            }
+        }
+        if !batch.is_empty() {
+            let mut q = self.queue.lock();
+            q.in_flight.retain(|p| !batch.contains(p));
+            drop(q);
+            self.changed.notify_all();
+        }
+        batch.len()
+    }
+
+    /// Waits up to `timeout` for a file to be queued; true if one is.
+    pub(crate) fn wait_for_work(&self, timeout: Duration) -> bool {
+        let mut q = self.queue.lock();
+        if q.paths.is_empty() {
+            self.changed.wait_for(&mut q, timeout);
+        }
+        !q.paths.is_empty()
+    }
+
+    /// Waits until nothing is queued or being deleted (for `wait_for_compactions`), up to
+    /// `timeout`; true if the queue drained.
+    pub(crate) fn wait_idle(&self, timeout: Duration) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut q = self.queue.lock();
+        while !(q.paths.is_empty() && q.in_flight.is_empty()) {
+            if self.changed.wait_until(&mut q, deadline).timed_out() {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// True if `path` waits for deletion or is being deleted.
+    pub(crate) fn is_pending(&self, path: &Path) -> bool {
+        let q = self.queue.lock();
+        q.paths.iter().chain(q.in_flight.iter()).any(|p| p == path)
+    }
+
+    /// Stops accepting paths: later ones are left for the next open.
+    pub(crate) fn close(&self) {
+        self.queue.lock().closed = true;
+        self.changed.notify_all();
+    }
+
+    /// Wakes a purge thread waiting in [`wait_for_work`](Self::wait_for_work).
+    pub(crate) fn wake(&self) {
+        self.changed.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::MemFs;
+
+    #[test]
+    fn queued_files_are_deleted_by_purge_not_by_push() {
+        let mem = MemFs::new();
+        mem.create_dir_all(Path::new("/d")).unwrap();
+        mem.write_file(Path::new("/d/000001.sst"), b"x").unwrap();
+        mem.write_file(Path::new("/d/000002.sst"), b"y").unwrap();
+        let q = ObsoleteFiles::new(Arc::new(mem.clone()));
+        q.push(PathBuf::from("/d/000001.sst"));
+        assert!(
+            mem.exists(Path::new("/d/000001.sst")),
+            "push must not delete"
+        );
+        assert!(q.is_pending(Path::new("/d/000001.sst")));
+        assert!(q.wait_for_work(Duration::ZERO));
+        assert!(!q.wait_idle(Duration::from_millis(1)));
+        assert_eq!(q.purge(), 1);
+        assert!(!mem.exists(Path::new("/d/000001.sst")));
+        assert!(!q.is_pending(Path::new("/d/000001.sst")));
+        assert!(q.wait_idle(Duration::ZERO));
+        // After close, paths are left for the next open.
+        q.close();
+        q.push(PathBuf::from("/d/000002.sst"));
+        assert_eq!(q.purge(), 0);
+        assert!(mem.exists(Path::new("/d/000002.sst")));
+    }
+}
