@@ -8,6 +8,7 @@ use crate::options::Options;
 use crate::scan::{self, Iter};
 use crate::snapshot::Snapshot;
 use crate::stats::{LevelStats, ReadTrace, Stats, TableInfo};
+use crate::value::Value;
 use parking_lot::Mutex;
 use std::ops::RangeBounds;
 use std::path::Path;
@@ -134,14 +135,15 @@ impl Db {
         self.core().submit(PendingKind::Write(batch))
     }
 
-    /// The value of `key`, or `None`.
+    /// The value of `key`, or `None`. The [`Value`] shares the cached block (or memtable
+    /// entry) it was found in: nothing is copied; it derefs to `[u8]`.
     ///
     /// Errors: [`Error::Corruption`] if a block the read needs is damaged (never a wrong
-    /// answer), [`Error::Io`].
-    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+    /// answer), [`Error::Io`], [`Error::Closed`].
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
         let read = self.core().read_path();
         read.check_open()?;
-        Ok(read.get(key.as_ref(), None, None)?.map(|b| b.to_vec()))
+        Ok(read.get(key.as_ref(), None, None)?.map(Value::from_bytes))
     }
 
     /// True if `key` has a value. Errors as [`get`](Db::get).
@@ -152,12 +154,12 @@ impl Db {
     }
 
     /// The same read as [`get`](Db::get), with a [`ReadTrace`] of what it did per table.
-    pub fn get_traced(&self, key: impl AsRef<[u8]>) -> Result<(Option<Vec<u8>>, ReadTrace)> {
+    pub fn get_traced(&self, key: impl AsRef<[u8]>) -> Result<(Option<Value>, ReadTrace)> {
         let read = self.core().read_path();
         read.check_open()?;
         let mut trace = ReadTrace::default();
         let v = read.get(key.as_ref(), None, Some(&mut trace))?;
-        Ok((v.map(|b| b.to_vec()), trace))
+        Ok((v.map(Value::from_bytes), trace))
     }
 
     /// Entries with keys in `range`, ascending (or descending with `.rev()`), as of the moment
@@ -237,6 +239,13 @@ impl Db {
         let rs = core.read_path().load();
         s.levels = rs.version.level_stats();
         s.broken_tables = rs.version.broken_tables();
+        let files = &core.table_env().caches.files;
+        s.table_opens = files.opens();
+        s.open_files = files.open_files() as u64;
+        s.memtable_filter_bytes = std::iter::once(&rs.mem)
+            .chain(rs.imms.iter())
+            .map(|m| m.filter_bytes() as u64)
+            .sum();
         s
     }
 

@@ -61,7 +61,6 @@ pub(crate) fn encode_into(out: &mut Vec<u8>, user_key: &[u8], trailer: u64) {
 }
 
 /// Encodes an internal key.
-#[cfg(test)]
 pub(crate) fn encode(user_key: &[u8], trailer: u64) -> Vec<u8> {
     let mut v = Vec::with_capacity(user_key.len() + TRAILER_LEN);
     encode_into(&mut v, user_key, trailer);

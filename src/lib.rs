@@ -39,6 +39,7 @@
 #![forbid(unsafe_code)]
 
 mod batch;
+mod cache;
 mod compaction;
 mod db;
 mod encoding;
@@ -66,13 +67,16 @@ mod scan;
 mod snapshot;
 mod sstable;
 mod stats;
+mod value;
 mod version;
 mod wal;
 
 pub use batch::{WriteBatch, MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE};
+pub use cache::{Admission, BlockCache};
 pub use db::Db;
 pub use error::{Error, Result};
 pub use options::{FilterPolicy, Options};
 pub use scan::Iter;
 pub use snapshot::Snapshot;
 pub use stats::{LevelStats, ReadTrace, Stats, TableInfo, TableOutcome, TableVisit};
+pub use value::Value;

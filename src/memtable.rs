@@ -3,7 +3,12 @@
 //! Readers never block writers: a get or an iterator sees only entries at or below its
 //! sequence number, and the writer publishes a group's sequence number only after every entry
 //! of the group is inserted, which makes groups (batches) appear atomically.
+//!
+//! A [`ScalableBloom`] filter over its user keys sits in front of the skiplist, so a get for a
+//! key the memtable does not hold usually skips the skiplist walk.
 
+use crate::filter::hash_key;
+use crate::filter::scalable::ScalableBloom;
 use crate::key::{self, InternalKey, KeyRef, KeyView, SeqNo, ValueKind};
 use bytes::Bytes;
 use crossbeam_skiplist::SkipMap;
@@ -22,12 +27,16 @@ pub(crate) enum Lookup {
     Deleted,
     /// No visible version here: look further down.
     Absent,
+    /// The memtable's filter says it holds no version of the key (the skiplist was not
+    /// searched): look further down.
+    Filtered,
 }
 
 /// One memtable, tied to the WAL file that holds the same writes.
 #[derive(Debug)]
 pub(crate) struct Memtable {
     map: SkipMap<InternalKey, Bytes>,
+    filter: ScalableBloom,
     approx_bytes: AtomicUsize,
     wal_number: u64,
 }
@@ -39,6 +48,7 @@ impl Memtable {
     pub(crate) fn new(wal_number: u64) -> Self {
         Memtable {
             map: SkipMap::new(),
+            filter: ScalableBloom::default(),
             approx_bytes: AtomicUsize::new(0),
             wal_number,
         }
@@ -51,6 +61,8 @@ impl Memtable {
 
     pub(crate) fn insert(&self, user_key: Bytes, seq: SeqNo, kind: ValueKind, value: Bytes) {
         let size = user_key.len() + value.len() + key::TRAILER_LEN + ENTRY_OVERHEAD;
+        // The filter first: a reader that can see the entry must see its bits.
+        self.filter.add(hash_key(&user_key));
         self.map
             .insert(InternalKey::new(user_key, seq, kind), value);
         self.approx_bytes.fetch_add(size, Ordering::Relaxed);
@@ -67,6 +79,19 @@ impl Memtable {
 
     pub(crate) fn len(&self) -> usize {
         self.map.len()
+    }
+
+    /// Bytes of the memtable's filter.
+    pub(crate) fn filter_bytes(&self) -> usize {
+        self.filter.memory_bytes()
+    }
+
+    /// [`get`](Self::get) behind the filter: `hash` is [`hash_key`] of `user_key`.
+    pub(crate) fn get_hashed(&self, user_key: &[u8], hash: u64, seq: SeqNo) -> Lookup {
+        if !self.filter.may_contain(hash) {
+            return Lookup::Filtered;
+        }
+        self.get(user_key, seq)
     }
 
     /// The newest version of `user_key` with sequence at most `seq`.

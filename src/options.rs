@@ -1,5 +1,6 @@
 //! [`Options`]: how a database is opened, with a builder method per setting.
 
+use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, OsFs};
 use std::fmt;
@@ -89,6 +90,9 @@ pub struct Options {
     pub(crate) create_if_missing: bool,
     pub(crate) read_only: bool,
     pub(crate) file_system: Arc<dyn FileSystem>,
+    pub(crate) block_cache_size: u64,
+    pub(crate) block_cache: Option<BlockCache>,
+    pub(crate) max_open_files: usize,
 }
 
 impl Default for Options {
@@ -110,6 +114,9 @@ impl Default for Options {
             create_if_missing: true,
             read_only: false,
             file_system: Arc::new(OsFs),
+            block_cache_size: 64 << 20,
+            block_cache: None,
+            max_open_files: 1000,
         }
     }
 }
@@ -133,6 +140,9 @@ impl fmt::Debug for Options {
             .field("create_if_missing", &self.create_if_missing)
             .field("read_only", &self.read_only)
             .field("file_system", &self.file_system)
+            .field("block_cache_size", &self.block_cache_size)
+            .field("block_cache", &self.block_cache)
+            .field("max_open_files", &self.max_open_files)
             .finish()
     }
 }
@@ -232,13 +242,8 @@ impl Options {
     }
 
     /// Size at which compaction output is split into a new table. Default 8 MiB; at least
-    /// 1 KiB.
-    ///
-    /// Every live table keeps one file descriptor open (there is no table cache yet), so the
-    /// process's open-file limit bounds data size / table size: with the default 8 MiB, a
-    /// limit of 1,024 descriptors holds about 8 GiB. When the limit is hit, writing a table
-    /// fails with [`Error::Io`](crate::Error::Io) and the database stops accepting writes
-    /// rather than lose any; raise `ulimit -n` or the table size.
+    /// 1 KiB. (Open descriptors are bounded by [`max_open_files`](Options::max_open_files),
+    /// not by the number of tables.)
     pub fn target_table_size(mut self, bytes: u64) -> Self {
         self.target_table_size = bytes;
         self
@@ -281,6 +286,52 @@ impl Options {
         t
     }
 
+    /// Bytes of data blocks kept in an in-memory cache of verified, parsed blocks, so that a
+    /// read of a hot block skips the file read, the checksum and the parse. Default 64 MiB;
+    /// `0` turns the cache off (every block a get needs is read from the file). Ignored when
+    /// [`block_cache`](Options::block_cache) gives a cache to share.
+    pub fn block_cache_size(mut self, bytes: u64) -> Self {
+        self.block_cache_size = bytes;
+        self
+    }
+
+    /// Uses `cache` as the block cache, so that several databases share one memory budget.
+    /// Default: none (each database makes its own of
+    /// [`block_cache_size`](Options::block_cache_size) bytes).
+    pub fn block_cache(mut self, cache: BlockCache) -> Self {
+        self.block_cache = Some(cache);
+        self
+    }
+
+    /// Most table files this database keeps open at once. Filters and indexes of every live
+    /// table stay in memory regardless; only descriptors are closed and reopened on demand.
+    /// Default 1000; at least 1. The database never uses more than three quarters of the
+    /// process's soft `RLIMIT_NOFILE` (read at open; the rest is left for WALs, the manifest
+    /// and the application), and when descriptors run out anyway it closes cached ones and
+    /// retries instead of failing.
+    pub fn max_open_files(mut self, n: usize) -> Self {
+        self.max_open_files = n;
+        self
+    }
+
+    /// The block cache this database uses: the shared one, a new one of
+    /// `block_cache_size` bytes, or none.
+    pub(crate) fn make_block_cache(&self) -> Option<BlockCache> {
+        match &self.block_cache {
+            Some(c) => Some(c.clone()),
+            None if self.block_cache_size > 0 => Some(BlockCache::new(self.block_cache_size)),
+            None => None,
+        }
+    }
+
+    /// `max_open_files`, capped at three quarters of the soft open-file limit.
+    pub(crate) fn effective_max_open_files(&self) -> usize {
+        match soft_nofile_limit() {
+            Some(limit) => self.max_open_files.min((limit / 4 * 3).max(16) as usize),
+            None => self.max_open_files,
+        }
+    }
+
     pub(crate) fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(Error::InvalidArgument(m));
         self.filter_policy.validate()?;
@@ -295,6 +346,9 @@ impl Options {
                 "block_size must be between 256 and 16 MiB, got {}",
                 self.block_size
             ));
+        }
+        if self.max_open_files == 0 {
+            return bad("max_open_files must be at least 1".into());
         }
         if self.max_immutable_memtables == 0 {
             return bad("max_immutable_memtables must be at least 1".into());
@@ -319,6 +373,18 @@ impl Options {
         }
         Ok(())
     }
+}
+
+/// The soft `RLIMIT_NOFILE` of this process, from `/proc/self/limits` (Linux); `None` where
+/// that cannot be read or says "unlimited".
+fn soft_nofile_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line["Max open files".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use crate::iter::{BoxedIter, Entry, KeyRange, MergeIter};
 use crate::key::{self, InternalKey, SeqNo, ValueKind};
 use crate::memtable::Memtable;
 use crate::read::{ReadPath, ReadState};
+use crate::sstable::CacheUse;
 use crate::version::{level_entries, table_entries, NUM_LEVELS};
 use bytes::Bytes;
 use std::ops::{Bound, RangeBounds};
@@ -175,7 +176,7 @@ pub(crate) fn new_iter(
             if !range.overlaps(t.meta.smallest_user(), t.meta.largest_user()) {
                 continue;
             }
-            match table_entries(t, range.clone()) {
+            match table_entries(t, range.clone(), CacheUse::Fill) {
                 Ok(it) => sources.push(Box::new(it)),
                 Err(e) => sources.push(failed(e)),
             }
@@ -183,7 +184,11 @@ pub(crate) fn new_iter(
         for level in 1..NUM_LEVELS {
             let tables = &state.version.levels[level];
             if !tables.is_empty() {
-                sources.push(Box::new(level_entries(tables, range.clone())));
+                sources.push(Box::new(level_entries(
+                    tables,
+                    range.clone(),
+                    CacheUse::Fill,
+                )));
             }
         }
     }

@@ -4,6 +4,7 @@ use crate::error::Result;
 use crate::key::SeqNo;
 use crate::read::ReadPath;
 use crate::scan::{self, Iter};
+use crate::value::Value;
 use std::ops::RangeBounds;
 use std::sync::Arc;
 
@@ -33,12 +34,12 @@ impl Snapshot {
 
     /// The value of `key` as of the snapshot. Errors as [`Db::get`](crate::Db::get), and
     /// [`Error::Closed`](crate::Error::Closed) after the database is closed.
-    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
         self.read.check_open()?;
         Ok(self
             .read
             .get(key.as_ref(), Some(self.seq), None)?
-            .map(|b| b.to_vec()))
+            .map(Value::from_bytes))
     }
 
     /// True if `key` had a value as of the snapshot.

@@ -1,6 +1,6 @@
 //! Read-amplification accounting: [`Stats`] (cumulative, exact) and [`ReadTrace`] (one get).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// Cumulative counters of a database since it was opened. Every field is exact: each get adds
 /// what it did, nothing is sampled.
@@ -11,6 +11,12 @@ pub struct Stats {
     pub gets: u64,
     /// Gets answered by a memtable.
     pub memtable_hits: u64,
+    /// Memtables skipped because their filter said "definitely not" (no skiplist walk).
+    pub memtable_filter_negatives: u64,
+    /// Memtables whose filter said "maybe" that did not hold the key.
+    pub memtable_filter_false_positives: u64,
+    /// Bytes of the memtables' filters now (active and sealed memtables).
+    pub memtable_filter_bytes: u64,
     /// Tables whose key range held the key, over all gets.
     pub tables_considered: u64,
     /// Filter checks (tables considered that have a filter).
@@ -21,10 +27,19 @@ pub struct Stats {
     pub filter_false_positives: u64,
     /// Filter said "maybe" and the table held the key (a value or a tombstone).
     pub filter_true_positives: u64,
-    /// Data blocks read by gets.
+    /// Data blocks gets needed, whether the block cache or a file supplied them.
     pub data_block_reads: u64,
-    /// Bytes read from table files by gets (block contents and trailers).
+    /// Bytes gets read from table files (block contents and trailers); blocks the cache
+    /// supplied count nothing here.
     pub bytes_read: u64,
+    /// Data blocks gets found in the block cache.
+    pub block_cache_hits: u64,
+    /// Data blocks gets looked for in the block cache and read from a file.
+    pub block_cache_misses: u64,
+    /// Table files opened (first opens and reopens after the table cache closed them).
+    pub table_opens: u64,
+    /// Table files open now (at most `max_open_files`).
+    pub open_files: u64,
     /// Bytes of keys and values written by users (inserts, removes, batches).
     pub user_bytes_written: u64,
     /// Memtables flushed to L0 tables.
@@ -160,9 +175,11 @@ pub struct TableVisit {
     pub table_id: u64,
     /// What happened.
     pub outcome: TableOutcome,
-    /// Data blocks read from this table (0 or 1).
+    /// Data blocks this get needed from this table (0 or 1), from the cache or the file.
     pub block_reads: u64,
-    /// Bytes read from this table.
+    /// Of those, blocks the block cache supplied (no file read).
+    pub block_cache_hits: u64,
+    /// Bytes read from this table's file.
     pub bytes_read: u64,
 }
 
@@ -175,9 +192,11 @@ pub struct ReadTrace {
     pub memtable_hit: bool,
     /// Tables touched, in the order the get visited them.
     pub tables: Vec<TableVisit>,
-    /// Data blocks read in total.
+    /// Data blocks needed in total (from the cache or files).
     pub data_block_reads: u64,
-    /// Bytes read in total.
+    /// Of those, blocks the block cache supplied.
+    pub block_cache_hits: u64,
+    /// Bytes read from files in total.
     pub bytes_read: u64,
 }
 
@@ -192,20 +211,49 @@ pub(crate) struct GetCounters {
     pub(crate) filter_true_positives: u64,
     pub(crate) data_block_reads: u64,
     pub(crate) bytes_read: u64,
+    pub(crate) block_cache_hits: u64,
+    pub(crate) block_cache_misses: u64,
+    pub(crate) memtable_filter_negatives: u64,
+    pub(crate) memtable_filter_false_positives: u64,
+}
+
+/// The per-get counters, one set per stripe: each thread adds to its own stripe (its own
+/// cache lines), and `Stats` sums the stripes, so concurrent readers do not bounce one
+/// counter's cache line between cores while every count stays exact.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct GetStripe {
+    gets: AtomicU64,
+    memtable_hits: AtomicU64,
+    tables_considered: AtomicU64,
+    filter_probes: AtomicU64,
+    filter_negatives: AtomicU64,
+    filter_false_positives: AtomicU64,
+    filter_true_positives: AtomicU64,
+    data_block_reads: AtomicU64,
+    bytes_read: AtomicU64,
+    block_cache_hits: AtomicU64,
+    block_cache_misses: AtomicU64,
+    memtable_filter_negatives: AtomicU64,
+    memtable_filter_false_positives: AtomicU64,
+}
+
+/// Stripes of per-get counters.
+const STRIPES: usize = 16;
+
+/// The stripe of the calling thread: threads take stripes round robin as they first count.
+fn stripe_index() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static INDEX: usize = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
+    }
+    INDEX.with(|i| *i)
 }
 
 /// Live atomic counters.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
-    pub(crate) gets: AtomicU64,
-    pub(crate) memtable_hits: AtomicU64,
-    pub(crate) tables_considered: AtomicU64,
-    pub(crate) filter_probes: AtomicU64,
-    pub(crate) filter_negatives: AtomicU64,
-    pub(crate) filter_false_positives: AtomicU64,
-    pub(crate) filter_true_positives: AtomicU64,
-    pub(crate) data_block_reads: AtomicU64,
-    pub(crate) bytes_read: AtomicU64,
+    get_stripes: [GetStripe; STRIPES],
     pub(crate) user_bytes_written: AtomicU64,
     pub(crate) flushes: AtomicU64,
     pub(crate) bytes_flushed: AtomicU64,
@@ -232,29 +280,45 @@ impl Counters {
     }
 
     pub(crate) fn record_get(&self, g: &GetCounters) {
-        add(&self.gets, 1);
-        add(&self.memtable_hits, u64::from(g.memtable_hit));
-        add(&self.tables_considered, g.tables_considered);
-        add(&self.filter_probes, g.filter_probes);
-        add(&self.filter_negatives, g.filter_negatives);
-        add(&self.filter_false_positives, g.filter_false_positives);
-        add(&self.filter_true_positives, g.filter_true_positives);
-        add(&self.data_block_reads, g.data_block_reads);
-        add(&self.bytes_read, g.bytes_read);
+        let s = &self.get_stripes[stripe_index()];
+        add(&s.gets, 1);
+        add(&s.memtable_hits, u64::from(g.memtable_hit));
+        add(&s.tables_considered, g.tables_considered);
+        add(&s.filter_probes, g.filter_probes);
+        add(&s.filter_negatives, g.filter_negatives);
+        add(&s.filter_false_positives, g.filter_false_positives);
+        add(&s.filter_true_positives, g.filter_true_positives);
+        add(&s.data_block_reads, g.data_block_reads);
+        add(&s.bytes_read, g.bytes_read);
+        add(&s.block_cache_hits, g.block_cache_hits);
+        add(&s.block_cache_misses, g.block_cache_misses);
+        add(&s.memtable_filter_negatives, g.memtable_filter_negatives);
+        add(
+            &s.memtable_filter_false_positives,
+            g.memtable_filter_false_positives,
+        );
     }
 
     pub(crate) fn snapshot(&self) -> Stats {
         let l = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let sum = |f: fn(&GetStripe) -> &AtomicU64| self.get_stripes.iter().map(|s| l(f(s))).sum();
         Stats {
-            gets: l(&self.gets),
-            memtable_hits: l(&self.memtable_hits),
-            tables_considered: l(&self.tables_considered),
-            filter_probes: l(&self.filter_probes),
-            filter_negatives: l(&self.filter_negatives),
-            filter_false_positives: l(&self.filter_false_positives),
-            filter_true_positives: l(&self.filter_true_positives),
-            data_block_reads: l(&self.data_block_reads),
-            bytes_read: l(&self.bytes_read),
+            gets: sum(|s| &s.gets),
+            memtable_hits: sum(|s| &s.memtable_hits),
+            memtable_filter_negatives: sum(|s| &s.memtable_filter_negatives),
+            memtable_filter_false_positives: sum(|s| &s.memtable_filter_false_positives),
+            tables_considered: sum(|s| &s.tables_considered),
+            filter_probes: sum(|s| &s.filter_probes),
+            filter_negatives: sum(|s| &s.filter_negatives),
+            filter_false_positives: sum(|s| &s.filter_false_positives),
+            filter_true_positives: sum(|s| &s.filter_true_positives),
+            data_block_reads: sum(|s| &s.data_block_reads),
+            bytes_read: sum(|s| &s.bytes_read),
+            block_cache_hits: sum(|s| &s.block_cache_hits),
+            block_cache_misses: sum(|s| &s.block_cache_misses),
+            table_opens: 0,
+            open_files: 0,
+            memtable_filter_bytes: 0,
             user_bytes_written: l(&self.user_bytes_written),
             flushes: l(&self.flushes),
             bytes_flushed: l(&self.bytes_flushed),
@@ -306,5 +370,32 @@ mod tests {
         c.record_get(&GetCounters::default());
         let s = c.snapshot();
         assert_eq!((s.gets, s.tables_considered, s.filter_negatives), (2, 3, 2));
+    }
+
+    #[test]
+    fn striped_counts_from_many_threads_are_exact() {
+        let c = std::sync::Arc::new(Counters::default());
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let c = c.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..1000 {
+                        c.record_get(&GetCounters {
+                            data_block_reads: 1,
+                            block_cache_hits: 1,
+                            ..GetCounters::default()
+                        });
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let s = c.snapshot();
+        assert_eq!(
+            (s.gets, s.data_block_reads, s.block_cache_hits),
+            (8000, 8000, 8000)
+        );
     }
 }

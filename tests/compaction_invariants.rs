@@ -11,7 +11,11 @@ use std::path::Path;
 fn check(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>, deleted: &[Vec<u8>]) {
     siltdb::inspect::check_invariants(db).unwrap();
     for (k, v) in model {
-        assert_eq!(db.get(k).unwrap().as_ref(), Some(v), "key {k:?}");
+        assert_eq!(
+            db.get(k).unwrap().as_deref(),
+            Some(v.as_slice()),
+            "key {k:?}"
+        );
     }
     for k in deleted {
         if !model.contains_key(k) {

@@ -152,13 +152,15 @@ fn concurrent_readers_writers_snapshots_and_compactions() {
                         let snap = db.snapshot();
                         let first: Vec<(Vec<u8>, Vec<u8>)> =
                             snap.iter().map(|x| x.unwrap()).collect();
-                        let some: Vec<Option<Vec<u8>>> =
-                            (0..8).map(|k| snap.get(key(k)).unwrap()).collect();
+                        let some: Vec<Option<Vec<u8>>> = (0..8)
+                            .map(|k| snap.get(key(k)).unwrap().map(Vec::from))
+                            .collect();
                         std::thread::sleep(std::time::Duration::from_millis(2));
                         let again: Vec<(Vec<u8>, Vec<u8>)> =
                             snap.iter().map(|x| x.unwrap()).collect();
-                        let some_again: Vec<Option<Vec<u8>>> =
-                            (0..8).map(|k| snap.get(key(k)).unwrap()).collect();
+                        let some_again: Vec<Option<Vec<u8>>> = (0..8)
+                            .map(|k| snap.get(key(k)).unwrap().map(Vec::from))
+                            .collect();
                         if first != again || some != some_again {
                             sh.violation("a snapshot's answers changed".into());
                         }

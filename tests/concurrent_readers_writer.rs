@@ -25,7 +25,7 @@ fn readers_see_monotonic_acknowledged_values() {
                 let floor = acked[k as usize].load(Ordering::Acquire);
                 let got = db.get(format!("key{k:02}")).unwrap();
                 let round: u64 = match got {
-                    Some(v) => String::from_utf8(v).unwrap().parse().unwrap(),
+                    Some(v) => String::from_utf8(v.into_vec()).unwrap().parse().unwrap(),
                     None => 0,
                 };
                 assert!(

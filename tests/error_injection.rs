@@ -81,7 +81,7 @@ fn run_once(fault: Option<FaultPlan>, ops: u64, t: &mut Tally) -> u64 {
             // A get of a key this history wrote: never a wrong answer.
             let key = history::new_key(i / 2);
             match db.get(&key) {
-                Ok(v) if v.as_ref() != model.get(&key) => {
+                Ok(v) if v.as_deref() != model.get(&key).map(Vec::as_slice) => {
                     t.wrong += 1;
                     t.note(format!(
                         "get {:?} = {v:?}, expected {:?}",

@@ -39,7 +39,7 @@ fn failed_manifest_sync_in_a_flush_loses_nothing() {
         let db = Db::open_with(dir, opts(&crashed)).unwrap();
         for i in 0..300u32 {
             assert_eq!(
-                db.get(format!("k{i:03}")).unwrap(),
+                db.get(format!("k{i:03}")).unwrap().map(Vec::from),
                 Some(format!("v{i}").into_bytes()),
                 "{image:?}"
             );

@@ -39,7 +39,7 @@ fn power_loss_during_recovery_of_unsynced_wal_data_opens() {
         let img = p.fs.crash_image(CrashImageOptions::POWER_LOSS);
         let db = Db::open_with("/db", options(&img)).unwrap_or_else(|e| panic!("op {}: {e}", p.op));
         assert_eq!(
-            db.get("synced").unwrap(),
+            db.get("synced").unwrap().map(Vec::from),
             Some(b"1".to_vec()),
             "op {}",
             p.op

@@ -16,7 +16,10 @@ fn reopen_without_flush_replays_the_wal() {
         db.remove("k7").unwrap();
     } // dropped: nothing flushed
     let db = Db::open(dir.path()).unwrap();
-    assert_eq!(db.get("k999").unwrap(), Some(b"v999".to_vec()));
+    assert_eq!(
+        db.get("k999").unwrap().map(Vec::from),
+        Some(b"v999".to_vec())
+    );
     assert_eq!(db.get("k7").unwrap(), None);
     assert_eq!(db.iter().count(), 999);
     assert_eq!(db.stats().wal_torn_tails, 0);
@@ -37,8 +40,8 @@ fn reopen_after_flush_and_more_writes() {
     }
     for _ in 0..3 {
         let db = Db::open(dir.path()).unwrap();
-        assert_eq!(db.get("a").unwrap(), Some(b"3".to_vec()));
-        assert_eq!(db.get("b").unwrap(), Some(b"2".to_vec()));
+        assert_eq!(db.get("a").unwrap().map(Vec::from), Some(b"3".to_vec()));
+        assert_eq!(db.get("b").unwrap().map(Vec::from), Some(b"2".to_vec()));
     }
 }
 
@@ -51,7 +54,7 @@ fn sequence_numbers_continue_after_reopen() {
         let db = Db::open_with(dir, common::mem_options(&fs)).unwrap();
         if round > 0 {
             assert_eq!(
-                db.get("k").unwrap(),
+                db.get("k").unwrap().map(Vec::from),
                 Some(format!("v{}", round - 1).into_bytes())
             );
         }
@@ -75,6 +78,6 @@ fn files_not_in_the_manifest_are_removed_on_open() {
     let db = Db::open(dir.path()).unwrap();
     assert!(!dir.path().join("999999.sst").exists());
     assert!(!dir.path().join("000777.dbtmp").exists());
-    assert_eq!(db.get("a").unwrap(), Some(b"1".to_vec()));
+    assert_eq!(db.get("a").unwrap().map(Vec::from), Some(b"1".to_vec()));
     siltdb::inspect::check_invariants(&db).unwrap();
 }

@@ -9,9 +9,10 @@ use crate::iter::{BoxedIter, KeyRange, MergeIter};
 use crate::key::{self, SeqNo, ValueKind};
 use crate::memtable::Memtable;
 use crate::options::Options;
-use crate::sstable::{BuildOptions, TableBuilder};
-use crate::version::obsolete::ObsoleteFiles;
-use crate::version::{level_entries, table_entries, FileMeta, TableHandle, Version, VersionEdit};
+use crate::sstable::{BuildOptions, CacheUse, TableBuilder};
+use crate::version::{
+    level_entries, table_entries, FileMeta, TableEnv, TableHandle, Version, VersionEdit,
+};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::BTreeSet;
@@ -28,8 +29,8 @@ pub(crate) struct JobContext<'a> {
     pub(crate) shutting_down: &'a AtomicBool,
     /// Numbers of tables being written by running jobs: on disk, not yet in a version.
     pub(crate) pending_outputs: &'a Mutex<BTreeSet<u64>>,
-    /// Where the files of failed outputs go.
-    pub(crate) obsolete: &'a Arc<ObsoleteFiles>,
+    /// What the tables share (caches; the queue the files of failed outputs go to).
+    pub(crate) env: &'a Arc<TableEnv>,
 }
 
 /// What a finished job produced, to be committed with one manifest edit.
@@ -120,7 +121,7 @@ impl<'a> Outputs<'a> {
             max_seq: p.max_seq,
             entries: p.entries,
         };
-        let handle = TableHandle::open(self.ctx.fs, self.ctx.dir, meta.clone(), self.ctx.obsolete);
+        let handle = TableHandle::open(self.ctx.env, meta.clone());
         if let Err(e) = handle.reader() {
             handle.mark_obsolete();
             self.ctx.pending_outputs.lock().remove(&number);
@@ -284,12 +285,24 @@ pub(crate) fn compact(
     let mut sources: Vec<BoxedIter> = Vec::new();
     if level == 0 {
         for t in &plan.inputs {
-            sources.push(Box::new(table_entries(t, KeyRange::all())?));
+            sources.push(Box::new(table_entries(
+                t,
+                KeyRange::all(),
+                CacheUse::Bypass,
+            )?));
         }
     } else {
-        sources.push(Box::new(level_entries(&plan.inputs, KeyRange::all())));
+        sources.push(Box::new(level_entries(
+            &plan.inputs,
+            KeyRange::all(),
+            CacheUse::Bypass,
+        )));
     }
-    sources.push(Box::new(level_entries(&plan.next_inputs, KeyRange::all())));
+    sources.push(Box::new(level_entries(
+        &plan.next_inputs,
+        KeyRange::all(),
+        CacheUse::Bypass,
+    )));
     let (lo, hi) = super::picker::user_range(plan.all_inputs());
     let incoming = Incoming {
         level: out_level,
@@ -375,7 +388,7 @@ mod tests {
         let numbers = AtomicU64::new(10);
         let stop = AtomicBool::new(false);
         let pending = Mutex::new(BTreeSet::new());
-        let obsolete = ObsoleteFiles::new(fs.clone());
+        let env = TableEnv::new(fs.clone(), dir, 100, None);
         let opts = Options::default();
         let ctx = JobContext {
             fs: &fs,
@@ -384,7 +397,7 @@ mod tests {
             file_numbers: &numbers,
             shutting_down: &stop,
             pending_outputs: &pending,
-            obsolete: &obsolete,
+            env: &env,
         };
         let m = Memtable::new(1);
         m.insert(

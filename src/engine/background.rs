@@ -292,8 +292,8 @@ impl Core {
     /// Deletes obsolete table files as their last holders queue them.
     fn purge_loop(self: Arc<Self>) {
         while !self.read.is_closed() {
-            if self.obsolete.wait_for_work(Duration::from_millis(100)) {
-                self.obsolete.purge();
+            if self.env.obsolete.wait_for_work(Duration::from_millis(100)) {
+                self.env.obsolete.purge();
             }
         }
     }
@@ -392,7 +392,7 @@ impl Core {
             self.done_cv.wait_for(&mut st, Duration::from_millis(50));
         }
         drop(st);
-        while !self.obsolete.wait_idle(Duration::from_millis(100)) {
+        while !self.env.obsolete.wait_idle(Duration::from_millis(100)) {
             self.read.check_open()?;
         }
         Ok(())

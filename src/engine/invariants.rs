@@ -41,6 +41,7 @@ impl Core {
                 // waits for the purge thread.
                 let held = tables.get(&n).is_some_and(|w| w.strong_count() > 0);
                 let queued = self
+                    .env
                     .obsolete
                     .is_pending(&filename::table_path(&self.dir, n));
                 if !live.contains(&n) && !pending.contains(&n) && !held && !queued {

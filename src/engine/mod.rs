@@ -22,9 +22,8 @@ use crate::memtable::Memtable;
 use crate::options::Options;
 use crate::read::{ReadPath, ReadState};
 use crate::stats::Counters;
-use crate::version::obsolete::ObsoleteFiles;
 use crate::version::set::VersionSet;
-use crate::version::{TableHandle, Version};
+use crate::version::{TableEnv, TableHandle, Version};
 use crate::wal::WalWriter;
 use background::BackgroundStatus;
 use parking_lot::{Condvar, Mutex};
@@ -91,7 +90,8 @@ pub(crate) struct Core {
     pending_outputs: Mutex<BTreeSet<u64>>,
     /// Every table handle alive, current or held by an old reader, by number.
     tables: Mutex<HashMap<u64, Weak<TableHandle>>>,
-    obsolete: Arc<ObsoleteFiles>,
+    /// What the tables share: caches, the obsolete-file queue.
+    env: Arc<TableEnv>,
 }
 
 impl Core {
@@ -142,7 +142,7 @@ impl Core {
             done_cv: Condvar::new(),
             wal: Mutex::new(r.wal),
             file_numbers: r.versions.file_numbers(),
-            obsolete: r.versions.obsolete_files().clone(),
+            env: r.versions.table_env().clone(),
             versions: Mutex::new(r.versions),
             counters,
             lock: Mutex::new(r.lock),
@@ -159,6 +159,11 @@ impl Core {
     /// The database directory.
     pub(crate) fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// What the tables share: the caches.
+    pub(crate) fn table_env(&self) -> &Arc<TableEnv> {
+        &self.env
     }
 
     /// Cumulative counters.
@@ -178,7 +183,7 @@ impl Core {
             self.read.closed.store(true, Ordering::SeqCst);
         }
         self.notify_all();
-        self.obsolete.wake();
+        self.env.obsolete.wake();
         for t in threads.lock().drain(..) {
             let _ = t.join();
         }
@@ -188,8 +193,8 @@ impl Core {
             Some(mut w) => w.sync(),
             None => Ok(()),
         };
-        self.obsolete.purge();
-        self.obsolete.close();
+        self.env.obsolete.purge();
+        self.env.obsolete.close();
         self.state.lock().life.closed = true;
         self.notify_all();
         *self.lock.lock() = None;
@@ -248,7 +253,7 @@ impl Core {
             file_numbers: numbers,
             shutting_down: &self.read.closed,
             pending_outputs: &self.pending_outputs,
-            obsolete: &self.obsolete,
+            env: &self.env,
         }
     }
 }

@@ -13,6 +13,7 @@ use crate::memtable::Memtable;
 use crate::options::Options;
 use crate::stats::Counters;
 use crate::version::set::{self as vset, VersionSet};
+use crate::version::TableEnv;
 use crate::wal::{self, WalBatch, WalWriter};
 use parking_lot::Mutex;
 use std::collections::{BTreeSet, HashSet};
@@ -156,10 +157,22 @@ pub(super) fn recover(
 /// The version set the manifest describes, or an empty one for a new database.
 fn open_versions(ctx: &Ctx<'_>, files: &[(String, FileKind)]) -> Result<VersionSet> {
     let (fs, dir) = (ctx.fs, ctx.dir);
+    let env = TableEnv::new(
+        fs.clone(),
+        dir,
+        ctx.opts.effective_max_open_files(),
+        ctx.opts.make_block_cache(),
+    );
+    log::info!(
+        "{}: up to {} table files open at once (max_open_files {})",
+        dir.display(),
+        env.caches.files.capacity(),
+        ctx.opts.max_open_files
+    );
     let versions = match vset::read_current(fs.as_ref(), dir)? {
         Some(number) => {
             let st = vset::replay_manifest(fs.as_ref(), dir, number)?;
-            VersionSet::from_state(fs.clone(), dir, &st)
+            VersionSet::from_state(fs.clone(), &env, &st)
         }
         None => {
             if let Some((name, _)) = files
@@ -173,7 +186,7 @@ fn open_versions(ctx: &Ctx<'_>, files: &[(String, FileKind)]) -> Result<VersionS
                 ));
             }
             log::info!("creating a new database in {}", dir.display());
-            VersionSet::new_empty(fs.clone(), dir)
+            VersionSet::new_empty(fs.clone(), &env)
         }
     };
     for (_, k) in files {
@@ -259,7 +272,7 @@ fn flush_recovered(
     let new_wal = versions.new_file_number();
     let numbers = versions.file_numbers();
     let pending_outputs = Mutex::new(BTreeSet::new());
-    let obsolete = versions.obsolete_files().clone();
+    let env = versions.table_env().clone();
     let job = JobContext {
         fs: ctx.fs,
         dir: ctx.dir,
@@ -267,7 +280,7 @@ fn flush_recovered(
         file_numbers: &numbers,
         shutting_down: ctx.shutting_down,
         pending_outputs: &pending_outputs,
-        obsolete: &obsolete,
+        env: &env,
     };
     let out = compaction::flush_memtable(&job, recovered, &versions.current())?;
     let mut edit = out.edit;

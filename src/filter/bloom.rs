@@ -8,7 +8,7 @@
 /// Bits in one line.
 pub const LINE_BITS: u32 = 512;
 const LINE_BYTES: usize = 64;
-const GOLDEN: u32 = 0x9e37_79b9;
+pub(crate) const GOLDEN: u32 = 0x9e37_79b9;
 
 /// One 512-bit line, aligned to a cache line.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -49,7 +49,7 @@ pub fn lines_for(keys: u64, bits_per_key: f64) -> u32 {
 
 /// Line index and the first probe word of a hash.
 #[inline(always)]
-fn locate(hash: u64, lines: u32) -> (usize, u32) {
+pub(crate) fn locate(hash: u64, lines: u32) -> (usize, u32) {
     let lo = hash as u32;
     let hi = (hash >> 32) as u32;
     (((u64::from(lo) * u64::from(lines)) >> 32) as usize, hi)

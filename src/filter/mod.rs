@@ -30,6 +30,7 @@ pub use bloom::{
 };
 
 pub(crate) mod allocation;
+pub(crate) mod scalable;
 
 use crate::record::mask_crc;
 use bloom::Line;

@@ -65,6 +65,7 @@ impl ReadPath {
         self.counters.record_get(&g);
         if let Some(t) = trace {
             t.data_block_reads = g.data_block_reads;
+            t.block_cache_hits = g.block_cache_hits;
             t.bytes_read = g.bytes_read;
             t.memtable_hit = g.memtable_hit;
         }
@@ -90,11 +91,12 @@ fn get_in(
         return Ok(None);
     }
     let rs = pinned.state();
+    let hash = hash_key(key);
     for mem in std::iter::once(&rs.mem).chain(rs.imms.iter()) {
         if let Some(t) = trace.as_deref_mut() {
             t.memtables_searched += 1;
         }
-        match mem.get(key, seq) {
+        match mem.get_hashed(key, hash, seq) {
             Lookup::Value(v) => {
                 g.memtable_hit = true;
                 return Ok(Some(v));
@@ -103,14 +105,11 @@ fn get_in(
                 g.memtable_hit = true;
                 return Ok(None);
             }
-            Lookup::Absent => {}
+            Lookup::Absent => g.memtable_filter_false_positives += 1,
+            Lookup::Filtered => g.memtable_filter_negatives += 1,
         }
     }
-    let w = Wanted {
-        key,
-        hash: hash_key(key),
-        seq,
-    };
+    let w = Wanted { key, hash, seq };
     let l0 = rs.version.levels[0].len();
     for i in 0..l0 {
         if let Some(found) = ask(pinned, (0, i), &w, g, trace.as_deref_mut())? {
@@ -159,6 +158,7 @@ fn visit(
             table_id: t.number(),
             outcome,
             block_reads: cost.blocks,
+            block_cache_hits: cost.cache_hits,
             bytes_read: cost.bytes,
         });
     }
@@ -221,6 +221,8 @@ fn read_table(
     let found = reader.get(w.key, w.seq, &mut cost);
     g.data_block_reads += cost.blocks;
     g.bytes_read += cost.bytes;
+    g.block_cache_hits += cost.cache_hits;
+    g.block_cache_misses += cost.cache_misses;
     match found? {
         TableLookup::Value(v) => {
             g.filter_true_positives += u64::from(filtered);

@@ -134,6 +134,11 @@ impl Block {
         Some(block)
     }
 
+    /// Bytes of the block's contents.
+    pub(crate) fn len(&self) -> usize {
+        self.data.len()
+    }
+
     fn restart(&self, i: usize) -> Option<usize> {
         u32_at(&self.data, self.entries_end + i * 4).map(|r| r as usize)
     }

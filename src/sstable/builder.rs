@@ -2,6 +2,11 @@
 //!
 //! Layout: data blocks, then the filter block (if bits per key > 0), the index block, the
 //! properties block, and the footer. The file is synced before `finish` returns.
+//!
+//! Blocks are collected in a buffer of [`WRITE_BUFFER`] bytes and written with one system call
+//! per buffer, not one per block. An index entry is the shortest key that separates its block
+//! from the next one (LevelDB's `FindShortestSeparator`), not the block's last key, so that
+//! the index that every open table keeps in memory stays small.
 
 use super::block::BlockBuilder;
 use super::format::{put_block_trailer, BlockHandle, BlockKind, Footer, FORMAT_VERSION};
@@ -15,6 +20,9 @@ use std::path::{Path, PathBuf};
 
 /// Entries between restart points in data blocks.
 const RESTART_INTERVAL: usize = 16;
+
+/// Bytes of finished blocks collected before one write to the file.
+pub(crate) const WRITE_BUFFER: usize = 1 << 20;
 
 /// How to build a table.
 #[derive(Clone, Copy, Debug)]
@@ -45,6 +53,34 @@ pub(crate) struct TableBuilder {
     filter: Option<FilterBuilder>,
     props: TableProperties,
     last_user_key: Option<Vec<u8>>,
+    /// Finished blocks not yet written to the file.
+    out: Vec<u8>,
+    /// The last key and handle of the previous data block, waiting for the next block's
+    /// first key to choose its separator.
+    pending_index: Option<(Vec<u8>, BlockHandle)>,
+}
+
+/// The shortest internal key `s` with `last <= s < next` (both internal keys, `last < next`):
+/// a user key between the two with the trailer that sorts first, or `last` itself when no
+/// shorter key fits.
+pub(crate) fn shortest_separator(last: &[u8], next: &[u8]) -> Vec<u8> {
+    let (Some((a, _)), Some((b, _))) = (key::decode(last), key::decode(next)) else {
+        return last.to_vec();
+    };
+    let common = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    if common < a.len().min(b.len()) {
+        let byte = a[common];
+        if byte < 0xff && byte + 1 < b[common] {
+            let mut user = a[..=common].to_vec();
+            user[common] += 1;
+            // `user > a` and `user < b`: every version of `a` sorts before `user`, every
+            // version of `b` after it, whatever the trailer; the lookup trailer sorts first.
+            if user.len() < a.len() {
+                return key::encode(&user, key::lookup_trailer(key::MAX_SEQ));
+            }
+        }
+    }
+    last.to_vec()
 }
 
 impl TableBuilder {
@@ -67,6 +103,8 @@ impl TableBuilder {
                 ..TableProperties::default()
             },
             last_user_key: None,
+            out: Vec::with_capacity(WRITE_BUFFER),
+            pending_index: None,
         })
     }
 
@@ -90,6 +128,9 @@ impl TableBuilder {
         if self.props.entries == 0 {
             self.props.smallest = ikey.to_vec();
         }
+        if let Some((last, handle)) = self.pending_index.take() {
+            self.add_index_entry(&shortest_separator(&last, ikey), handle);
+        }
         self.props.largest.clear();
         self.props.largest.extend_from_slice(ikey);
         self.props.entries += 1;
@@ -110,6 +151,24 @@ impl TableBuilder {
     /// Bytes written so far plus the open block.
     pub(crate) fn estimated_size(&self) -> u64 {
         self.offset + self.block.size_estimate() as u64
+    }
+
+    fn add_index_entry(&mut self, key: &[u8], handle: BlockHandle) {
+        let mut v = Vec::with_capacity(20);
+        put_varint(&mut v, handle.offset);
+        put_varint(&mut v, handle.size);
+        self.index.add(key, &v);
+    }
+
+    /// Writes the collected blocks to the file (one system call).
+    fn write_out(&mut self) -> Result<()> {
+        if !self.out.is_empty() {
+            self.file
+                .append(&self.out)
+                .map_err(|e| io_context("write", &self.path, e))?;
+            self.out.clear();
+        }
+        Ok(())
     }
 
     /// Entries added so far.
@@ -138,10 +197,11 @@ impl TableBuilder {
             size: self.buf.len() as u64,
         };
         put_block_trailer(&mut self.buf, 0, kind, self.offset);
-        self.file
-            .append(&self.buf)
-            .map_err(|e| io_context("write", &self.path, e))?;
+        self.out.extend_from_slice(&self.buf);
         self.offset += self.buf.len() as u64;
+        if self.out.len() >= WRITE_BUFFER {
+            self.write_out()?;
+        }
         Ok(handle)
     }
 
@@ -153,16 +213,17 @@ impl TableBuilder {
         let handle = self.write_block(None, BlockKind::Data, true)?;
         self.props.data_blocks += 1;
         self.props.data_bytes += handle.size + super::format::BLOCK_TRAILER_LEN as u64;
-        let mut v = Vec::with_capacity(20);
-        put_varint(&mut v, handle.offset);
-        put_varint(&mut v, handle.size);
-        self.index.add(&last, &v);
+        self.pending_index = Some((last, handle));
         Ok(())
     }
 
     /// Writes the remaining blocks and the footer, and syncs the file.
     pub(crate) fn finish(mut self) -> Result<BuiltTable> {
         self.flush_data_block()?;
+        if let Some((last, handle)) = self.pending_index.take() {
+            // The last block keeps its exact last key: nothing follows it to separate from.
+            self.add_index_entry(&last, handle);
+        }
         if self.props.entries == 0 {
             self.props.min_seq = 0;
         }
@@ -183,10 +244,9 @@ impl TableBuilder {
             version: FORMAT_VERSION,
         }
         .encode();
-        self.file
-            .append(&footer)
-            .map_err(|e| io_context("write", &self.path, e))?;
+        self.out.extend_from_slice(&footer);
         self.offset += footer.len() as u64;
+        self.write_out()?;
         self.file
             .sync()
             .map_err(|e| io_context("sync", &self.path, e))?;
@@ -194,5 +254,44 @@ impl TableBuilder {
             file_size: self.offset,
             properties: self.props,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::{encode, trailer, ValueKind};
+    use std::cmp::Ordering;
+
+    fn ik(user: &[u8], seq: u64) -> Vec<u8> {
+        encode(user, trailer(seq, ValueKind::Put))
+    }
+
+    #[test]
+    fn separators_are_short_and_between() {
+        let cases: &[(&[u8], &[u8])] = &[
+            (b"abcdefgh", b"abzzzz"),
+            (b"abc", b"abd"),
+            (b"abc", b"abcd"),
+            (b"a\xff\xff", b"b"),
+            (b"key0001", b"key0002"),
+            (b"\x10\x20\x30\x40", b"\x90"),
+            (b"same", b"same"),
+        ];
+        for &(a, b) in cases {
+            let last = ik(a, 5);
+            let next = if a == b { ik(b, 4) } else { ik(b, 9) };
+            let s = shortest_separator(&last, &next);
+            assert_ne!(key::cmp_encoded(&s, &last), Ordering::Less, "{a:?} {b:?}");
+            assert_eq!(key::cmp_encoded(&s, &next), Ordering::Less, "{a:?} {b:?}");
+            assert!(s.len() <= last.len());
+        }
+        assert_eq!(
+            key::user_key(&shortest_separator(
+                &ik(b"\x10\x20\x30\x40", 1),
+                &ik(b"\x90", 1)
+            )),
+            b"\x11"
+        );
     }
 }

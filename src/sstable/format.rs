@@ -22,7 +22,8 @@ pub const FORMAT_VERSION: u32 = 1;
 pub enum BlockKind {
     /// Key/value entries.
     Data = 1,
-    /// One entry per data block: its last key and handle.
+    /// One entry per data block: a key between its last key and the next block's first key
+    /// (see `docs/format.md`), and its handle.
     Index = 2,
     /// The serialized filter.
     Filter = 3,

@@ -1,15 +1,18 @@
 //! Walking a table's entries in a key range, from both ends, one data block at a time.
 
-use super::reader::{ReadCost, TableReader};
+use super::reader::{CacheUse, ReadCost, Readahead, TableReader};
 use crate::error::{Error, Result};
 use crate::iter::{ChunkSource, Chunked, Entry, KeyRange, RangeFilter};
 use crate::key;
 use std::ops::Bound;
 use std::sync::Arc;
 
-/// Loads data blocks of one table as chunks.
+/// Loads data blocks of one table as chunks: through the block cache (scans), or read ahead
+/// in large pieces around it (compaction).
 pub(crate) struct TableBlocks {
     table: Arc<TableReader>,
+    cache: CacheUse,
+    ahead: Readahead,
 }
 
 impl ChunkSource for TableBlocks {
@@ -17,7 +20,13 @@ impl ChunkSource for TableBlocks {
 
     fn load(&mut self, i: usize) -> Result<Self::Chunk> {
         let mut cost = ReadCost::default();
-        let entries = self.table.data_block_entries(i, &mut cost)?;
+        let entries = match self.cache {
+            CacheUse::Fill => self.table.data_block_entries(i, &mut cost)?,
+            CacheUse::Bypass => {
+                self.table
+                    .data_block_entries_ahead(i, &mut self.ahead, &mut cost)?
+            }
+        };
         let offset = self.table.index()[i].handle.offset;
         let path = self.table.path();
         let out: Vec<Result<Entry>> = entries
@@ -37,7 +46,7 @@ pub(crate) type TableIter = RangeFilter<Chunked<TableBlocks>>;
 
 /// An iterator over the entries of `table` inside `range`, reading only the blocks that can
 /// hold them.
-pub(crate) fn table_iter(table: Arc<TableReader>, range: KeyRange) -> TableIter {
+pub(crate) fn table_iter(table: Arc<TableReader>, range: KeyRange, cache: CacheUse) -> TableIter {
     let index = table.index();
     let start = match &range.lo {
         Bound::Included(lo) | Bound::Excluded(lo) => {
@@ -52,5 +61,10 @@ pub(crate) fn table_iter(table: Arc<TableReader>, range: KeyRange) -> TableIter 
         }
         Bound::Unbounded => index.len(),
     };
-    RangeFilter::new(Chunked::new(TableBlocks { table }, start, end), range)
+    let blocks = TableBlocks {
+        table,
+        cache,
+        ahead: Readahead::default(),
+    };
+    RangeFilter::new(Chunked::new(blocks, start, end), range)
 }

@@ -11,4 +11,4 @@ pub(crate) mod reader;
 pub(crate) use builder::{BuildOptions, TableBuilder};
 pub use properties::TableProperties;
 pub use reader::{BlockInfo, IndexEntry, TableEntries, TableEntry, TableReader};
-pub(crate) use reader::{ReadCost, TableLookup};
+pub(crate) use reader::{CacheUse, ReadCost, TableCaches, TableLookup};

@@ -4,10 +4,16 @@
 //! properties block; any checksum or decoding failure is [`Error::Corruption`] naming the file
 //! and offset. After that, a point lookup costs at most one data-block read, and none if the
 //! filter says "definitely not".
+//!
+//! A table of a database reads its file through the table cache (the descriptor is opened on
+//! demand and may be closed when `max_open_files` are open) and its data blocks through the
+//! block cache; a table opened by a tool holds its own descriptor and uses no cache.
+//! Compaction reads bypass the block cache and read ahead in large pieces ([`Readahead`]).
 
 use super::block::{Block, BlockEntry};
 use super::format::{block_crc, BlockHandle, BlockKind, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN};
 use super::properties::TableProperties;
+use crate::cache::{BlockCache, TableCache};
 use crate::encoding::Reader;
 use crate::error::{io_context, Error, Result};
 use crate::filter::{self, Filter};
@@ -17,17 +23,60 @@ use bytes::Bytes;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// I/O done by one operation on tables: blocks and bytes read from files.
+/// What one operation on tables cost: data blocks it needed (from the cache or a file), bytes
+/// read from files, and block-cache hits and misses.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct ReadCost {
     pub(crate) blocks: u64,
     pub(crate) bytes: u64,
+    pub(crate) cache_hits: u64,
+    pub(crate) cache_misses: u64,
 }
 
-/// One index entry: the last internal key of a data block and where the block is.
+/// Bytes a compaction reads from a table file at once.
+pub(crate) const READAHEAD_BYTES: u64 = 2 << 20;
+
+/// How a read uses the block cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CacheUse {
+    /// Look blocks up, and offer the ones read from the file (gets and scans).
+    Fill,
+    /// Neither look up nor insert (compaction: its blocks are read once, and must not push
+    /// the hot set out).
+    Bypass,
+}
+
+/// The caches of a database's tables.
+#[derive(Clone, Debug)]
+pub(crate) struct TableCaches {
+    pub(crate) fs: Arc<dyn FileSystem>,
+    pub(crate) files: Arc<TableCache>,
+    pub(crate) blocks: Option<BlockCache>,
+}
+
+/// Where a table's bytes come from.
+#[derive(Debug)]
+enum Source {
+    /// A descriptor this reader holds for its whole life (tools, tests).
+    Pinned(Arc<dyn RandomAccessFile>),
+    /// The table cache, which opens the file on demand.
+    Cached(TableCaches),
+}
+
+/// A window of a table file read in one piece, from which a sequential reader (compaction)
+/// takes its blocks.
+#[derive(Debug, Default)]
+pub(crate) struct Readahead {
+    offset: u64,
+    buf: Bytes,
+}
+
+/// One index entry: a separator key of a data block and where the block is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IndexEntry {
-    /// Last internal key (user key ++ trailer) in the block.
+    /// An internal key (user key ++ trailer) at or after the block's last key and before the
+    /// next block's first key: the block's exact last key in tables written before shortened
+    /// separators, and always for the last block (see `docs/format.md`).
     pub last_key: Bytes,
     /// The block.
     pub handle: BlockHandle,
@@ -121,7 +170,9 @@ impl Iterator for TableEntries<'_> {
 /// An open table.
 #[derive(Debug)]
 pub struct TableReader {
-    file: Arc<dyn RandomAccessFile>,
+    source: Source,
+    /// Unique for the life of the process: the block and table caches' key.
+    id: u64,
     path: PathBuf,
     file_size: u64,
     footer: Footer,
@@ -131,9 +182,29 @@ pub struct TableReader {
 }
 
 impl TableReader {
-    /// Opens and verifies the table at `path`.
+    /// Opens and verifies the table at `path`, holding its file open.
+    ///
+    /// Errors: [`Error::Io`] if it cannot be read, [`Error::Corruption`] naming the offset of
+    /// a bad footer, index, filter or properties block.
     pub fn open(fs: &dyn FileSystem, path: &Path) -> Result<TableReader> {
         let file = fs.open(path).map_err(|e| io_context("open", path, e))?;
+        TableReader::open_source(Source::Pinned(file), path)
+    }
+
+    /// Opens and verifies a table of a database, reading through its caches.
+    pub(crate) fn open_cached(caches: &TableCaches, path: &Path) -> Result<TableReader> {
+        TableReader::open_source(Source::Cached(caches.clone()), path)
+    }
+
+    fn open_source(source: Source, path: &Path) -> Result<TableReader> {
+        let id = crate::cache::block::next_table_id();
+        let file = match &source {
+            Source::Pinned(f) => f.clone(),
+            Source::Cached(c) => c
+                .files
+                .file(id, c.fs.as_ref(), path)
+                .map_err(|e| io_context("open", path, e))?,
+        };
         let file_size = file.len();
         let corrupt = |offset: u64, detail: String| Error::corruption(path, offset, detail);
         if file_size < FOOTER_LEN as u64 {
@@ -150,8 +221,10 @@ impl TableReader {
             .map_err(|e| io_context("read", path, e))?;
         let footer = Footer::decode(&fbuf)
             .map_err(|e| corrupt(footer_at + e.field_offset(), e.to_string()))?;
+        drop(file);
         let mut reader = TableReader {
-            file,
+            source,
+            id,
             path: path.to_path_buf(),
             file_size,
             footer,
@@ -225,20 +298,24 @@ impl TableReader {
         self.file_size - FOOTER_LEN as u64
     }
 
-    /// Reads a block and checks its trailer.
-    pub(crate) fn read_block(
-        &self,
-        h: BlockHandle,
-        kind: BlockKind,
-        cost: &mut ReadCost,
-    ) -> Result<Bytes> {
-        let corrupt = |offset: u64, detail: String| Error::corruption(&self.path, offset, detail);
+    /// The open file: the pinned one, or the table cache's (opened now if it was closed).
+    fn file(&self) -> Result<Arc<dyn RandomAccessFile>> {
+        match &self.source {
+            Source::Pinned(f) => Ok(f.clone()),
+            Source::Cached(c) => c
+                .files
+                .file(self.id, c.fs.as_ref(), &self.path)
+                .map_err(|e| io_context("open", &self.path, e)),
+        }
+    }
+
+    /// Checks that block `h` (with its trailer) lies inside the data area.
+    fn check_handle(&self, h: BlockHandle, kind: BlockKind) -> Result<u64> {
         let total = h.size.checked_add(BLOCK_TRAILER_LEN as u64);
-        if total
-            .and_then(|t| h.offset.checked_add(t))
-            .is_none_or(|end| end > self.data_end())
-        {
-            return Err(corrupt(
+        match total.and_then(|t| h.offset.checked_add(t)) {
+            Some(end) if end <= self.data_end() => Ok(end),
+            _ => Err(Error::corruption(
+                &self.path,
                 h.offset,
                 format!(
                     "{} block handle (offset {}, size {}) reaches past the end of the data ({})",
@@ -247,20 +324,43 @@ impl TableReader {
                     h.size,
                     self.data_end()
                 ),
-            ));
+            )),
         }
-        let len = (h.size + BLOCK_TRAILER_LEN as u64) as usize;
+    }
+
+    /// Reads a block and checks its trailer.
+    pub(crate) fn read_block(
+        &self,
+        h: BlockHandle,
+        kind: BlockKind,
+        cost: &mut ReadCost,
+    ) -> Result<Bytes> {
+        let end = self.check_handle(h, kind)?;
+        // `check_handle` bounds it by the file size, which a read of it has to fit in memory.
+        let len = usize::try_from(end - h.offset).map_err(|_| {
+            Error::corruption(
+                &self.path,
+                h.offset,
+                "block larger than this machine can address",
+            )
+        })?;
         let mut buf = vec![0u8; len];
-        self.file
+        self.file()?
             .read_exact_at(&mut buf, h.offset)
             .map_err(|e| io_context("read", &self.path, e))?;
-        cost.blocks += 1;
         cost.bytes += len as u64;
-        let n = h.size as usize;
-        let stored_kind = buf[n];
-        let stored = u32::from_le_bytes([buf[n + 1], buf[n + 2], buf[n + 3], buf[n + 4]]);
+        self.verify_raw(Bytes::from(buf), h, kind)
+    }
+
+    /// Checks the trailer of `raw` (a block's contents and its 5-byte trailer) and returns
+    /// the contents.
+    fn verify_raw(&self, raw: Bytes, h: BlockHandle, kind: BlockKind) -> Result<Bytes> {
+        let corrupt = |offset: u64, detail: String| Error::corruption(&self.path, offset, detail);
+        let n = raw.len() - BLOCK_TRAILER_LEN;
+        let stored_kind = raw[n];
+        let stored = u32::from_le_bytes([raw[n + 1], raw[n + 2], raw[n + 3], raw[n + 4]]);
         let check = !crate::sabotage::planted(crate::sabotage::Bug::IgnoreBlockChecksum);
-        if check && block_crc(&buf[..n], stored_kind, h.offset) != stored {
+        if check && block_crc(&raw[..n], stored_kind, h.offset) != stored {
             return Err(corrupt(
                 h.offset,
                 format!("{} block checksum mismatch", kind.name()),
@@ -272,17 +372,78 @@ impl TableReader {
                 format!("expected a {} block, found kind {stored_kind}", kind.name()),
             ));
         }
-        buf.truncate(n);
-        Ok(Bytes::from(buf))
+        Ok(raw.slice(..n))
     }
 
-    /// Reads and parses the data block at index position `i`.
+    fn parse_data(&self, raw: Bytes, offset: u64) -> Result<Block> {
+        Block::parse(raw).ok_or_else(|| {
+            Error::corruption(&self.path, offset, "data block: malformed restart array")
+        })
+    }
+
+    /// The data block at index position `i`, parsed: from the block cache, or read from the
+    /// file (and offered to the cache once its checksum and restart array check out; a block
+    /// that fails them is never cached).
     pub(crate) fn data_block(&self, i: usize, cost: &mut ReadCost) -> Result<Block> {
         let h = self.index[i].handle;
+        cost.blocks += 1;
+        let cache = match &self.source {
+            Source::Cached(c) => c.blocks.as_ref(),
+            Source::Pinned(_) => None,
+        };
+        if let Some(c) = cache {
+            if let Some(b) = c.get(self.id, h.offset) {
+                cost.cache_hits += 1;
+                return Ok(b);
+            }
+            cost.cache_misses += 1;
+        }
         let raw = self.read_block(h, BlockKind::Data, cost)?;
-        Block::parse(raw).ok_or_else(|| {
-            Error::corruption(&self.path, h.offset, "data block: malformed restart array")
-        })
+        let block = self.parse_data(raw, h.offset)?;
+        if let Some(c) = cache {
+            c.insert(self.id, h.offset, block.clone());
+        }
+        Ok(block)
+    }
+
+    /// The data block at index position `i` for a sequential reader: from `ahead` if it holds
+    /// the block, else from one read of up to [`READAHEAD_BYTES`] starting at the block.
+    /// Never touches the block cache.
+    pub(crate) fn data_block_ahead(
+        &self,
+        i: usize,
+        ahead: &mut Readahead,
+        cost: &mut ReadCost,
+    ) -> Result<Block> {
+        let h = self.index[i].handle;
+        let end = self.check_handle(h, BlockKind::Data)?;
+        cost.blocks += 1;
+        let held = h.offset >= ahead.offset && end <= ahead.offset + ahead.buf.len() as u64;
+        if !held {
+            let want = (end - h.offset).max(READAHEAD_BYTES);
+            let read_end = h.offset.saturating_add(want).min(self.data_end());
+            let len = usize::try_from(read_end - h.offset).map_err(|_| {
+                Error::corruption(&self.path, h.offset, "read-ahead larger than addressable")
+            })?;
+            let mut buf = vec![0u8; len];
+            self.file()?
+                .read_exact_at(&mut buf, h.offset)
+                .map_err(|e| io_context("read", &self.path, e))?;
+            cost.bytes += len as u64;
+            *ahead = Readahead {
+                offset: h.offset,
+                buf: Bytes::from(buf),
+            };
+        }
+        let start = (h.offset - ahead.offset) as usize;
+        let raw = ahead.buf.slice(start..start + (end - h.offset) as usize);
+        let contents = self.verify_raw(raw, h, BlockKind::Data)?;
+        self.parse_data(contents, h.offset)
+    }
+
+    /// The key the block cache and the table cache know this table by.
+    pub(crate) fn cache_id(&self) -> u64 {
+        self.id
     }
 
     /// Decodes every entry of data block `i`.
@@ -293,6 +454,20 @@ impl TableReader {
     ) -> Result<Vec<BlockEntry>> {
         let offset = self.index[i].handle.offset;
         self.data_block(i, cost)?
+            .entries()
+            .ok_or_else(|| Error::corruption(&self.path, offset, "data block: malformed entry"))
+    }
+
+    /// Decodes every entry of data block `i`, read sequentially (see
+    /// [`data_block_ahead`](Self::data_block_ahead)).
+    pub(crate) fn data_block_entries_ahead(
+        &self,
+        i: usize,
+        ahead: &mut Readahead,
+        cost: &mut ReadCost,
+    ) -> Result<Vec<BlockEntry>> {
+        let offset = self.index[i].handle.offset;
+        self.data_block_ahead(i, ahead, cost)?
             .entries()
             .ok_or_else(|| Error::corruption(&self.path, offset, "data block: malformed entry"))
     }
@@ -463,5 +638,15 @@ impl TableReader {
     /// Largest user key.
     pub fn largest_user_key(&self) -> &[u8] {
         key::user_key(&self.properties.largest)
+    }
+}
+
+impl Drop for TableReader {
+    fn drop(&mut self) {
+        // The table is gone from every version: close its descriptor now rather than when
+        // the table cache gets round to evicting it.
+        if let Source::Cached(c) = &self.source {
+            c.files.forget(self.id);
+        }
     }
 }

@@ -12,71 +12,116 @@ mod shape;
 
 pub use edit::{FileMeta, VersionEdit, NUM_LEVELS};
 
+use crate::cache::{BlockCache, TableCache};
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::fs::FileSystem;
 use crate::iter::{ChunkSource, Chunked, KeyRange};
 use crate::sstable::iter::{table_iter, TableIter};
-use crate::sstable::TableReader;
+use crate::sstable::{CacheUse, TableCaches, TableReader};
 use obsolete::ObsoleteFiles;
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+
+/// What every table of a database shares: where the files are, the caches it reads through,
+/// and the queue its file goes to once it is obsolete.
+#[derive(Debug)]
+pub(crate) struct TableEnv {
+    pub(crate) dir: PathBuf,
+    pub(crate) caches: TableCaches,
+    pub(crate) obsolete: Arc<ObsoleteFiles>,
+}
+
+impl TableEnv {
+    /// The environment of the tables in `dir`, with no block cache and a table cache of
+    /// `max_open_files` descriptors.
+    pub(crate) fn new(
+        fs: Arc<dyn FileSystem>,
+        dir: &Path,
+        max_open_files: usize,
+        blocks: Option<BlockCache>,
+    ) -> Arc<TableEnv> {
+        Arc::new(TableEnv {
+            dir: dir.to_path_buf(),
+            obsolete: ObsoleteFiles::new(fs.clone()),
+            caches: TableCaches {
+                fs,
+                files: Arc::new(TableCache::new(max_open_files)),
+                blocks,
+            },
+        })
+    }
+}
 
 /// A table of the tree: its manifest metadata and its open reader.
 #[derive(Debug)]
 pub(crate) struct TableHandle {
     pub(crate) meta: FileMeta,
-    /// The open reader, or the error that kept it from opening (reported again on each use).
-    table: std::result::Result<Arc<TableReader>, Error>,
+    /// The open reader (footer, index, filter and properties in memory).
+    table: OnceLock<Arc<TableReader>>,
+    /// Why the table cannot be opened, for good (corruption, a missing file): reported again
+    /// on each use. A transient failure (out of descriptors, another I/O error) is not kept:
+    /// the next use tries again.
+    broken: Mutex<Option<Error>>,
     path: PathBuf,
-    /// Where the file goes once the table is obsolete and unreferenced.
-    reaper: Arc<ObsoleteFiles>,
+    env: Arc<TableEnv>,
     obsolete: AtomicBool,
 }
 
 impl TableHandle {
-    /// Opens the table. A table that cannot be opened is kept as broken: every read that needs
-    /// it fails with the error, and the rest of the tree stays readable.
-    pub(crate) fn open(
-        fs: &Arc<dyn FileSystem>,
-        dir: &Path,
-        meta: FileMeta,
-        reaper: &Arc<ObsoleteFiles>,
-    ) -> Arc<TableHandle> {
-        let path = filename::table_path(dir, meta.number);
-        let table = match TableReader::open(fs.as_ref(), &path) {
-            Ok(t) => Ok(Arc::new(t)),
+    /// Opens the table. A table that cannot be opened for good is kept as broken: every read
+    /// that needs it fails with the error, and the rest of the tree stays readable.
+    pub(crate) fn open(env: &Arc<TableEnv>, meta: FileMeta) -> Arc<TableHandle> {
+        let path = filename::table_path(&env.dir, meta.number);
+        let handle = Arc::new(TableHandle {
+            meta,
+            table: OnceLock::new(),
+            broken: Mutex::new(None),
+            path,
+            env: env.clone(),
+            obsolete: AtomicBool::new(false),
+        });
+        if let Err(e) = handle.reader() {
+            log::error!("table {} cannot be opened: {e}", handle.path.display());
+        }
+        handle
+    }
+
+    /// The open reader, or the error that keeps it from opening.
+    pub(crate) fn reader(&self) -> Result<&Arc<TableReader>> {
+        if let Some(t) = self.table.get() {
+            return Ok(t);
+        }
+        let mut broken = self.broken.lock();
+        if let Some(e) = &*broken {
+            return Err(e.clone());
+        }
+        if let Some(t) = self.table.get() {
+            return Ok(t);
+        }
+        match TableReader::open_cached(&self.env.caches, &self.path) {
+            Ok(t) => Ok(self.table.get_or_init(|| Arc::new(t))),
             Err(Error::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
                 // A table the manifest lists but the directory lacks: the database is damaged.
-                let e = Error::corruption(&path, 0, "table listed in the manifest is missing");
-                log::error!("{e}");
+                let e = Error::corruption(&self.path, 0, "table listed in the manifest is missing");
+                *broken = Some(e.clone());
                 Err(e)
             }
-            Err(e) => {
-                log::error!("table {} cannot be opened: {e}", path.display());
+            Err(e @ Error::Corruption { .. }) => {
+                *broken = Some(e.clone());
                 Err(e)
             }
-        };
-        Arc::new(TableHandle {
-            meta,
-            table,
-            path,
-            reaper: reaper.clone(),
-            obsolete: AtomicBool::new(false),
-        })
+            Err(e) => Err(e),
+        }
     }
 
-    /// The open reader, or the error that kept it from opening.
-    pub(crate) fn reader(&self) -> Result<&Arc<TableReader>> {
-        self.table.as_ref().map_err(Error::clone)
-    }
-
-    /// True if the table could not be opened.
+    /// True if the table cannot be opened for good.
     pub(crate) fn is_broken(&self) -> bool {
-        self.table.is_err()
+        self.broken.lock().is_some()
     }
 
     /// Queues the file for deletion once no version holds this table any more.
@@ -90,17 +135,22 @@ impl TableHandle {
 
     /// Bytes of filter held in memory.
     pub(crate) fn filter_bytes(&self) -> usize {
-        match &self.table {
-            Ok(t) => t.filter().map_or(0, |f| f.memory_bytes()),
-            Err(_) => 0,
-        }
+        self.table
+            .get()
+            .and_then(|t| t.filter().map(|f| f.memory_bytes()))
+            .unwrap_or(0)
     }
 }
 
 impl Drop for TableHandle {
     fn drop(&mut self) {
         if self.obsolete.load(Ordering::Acquire) {
-            self.reaper.push(std::mem::take(&mut self.path));
+            // Close the descriptor before the file goes (the reader may outlive this handle
+            // only inside a scan that holds it, and then it closes its own on drop).
+            if let Some(t) = self.table.get() {
+                self.env.caches.files.forget(t.cache_id());
+            }
+            self.env.obsolete.push(std::mem::take(&mut self.path));
         }
     }
 }
@@ -206,28 +256,45 @@ impl Version {
 pub(crate) struct LevelTables {
     tables: Vec<Arc<TableHandle>>,
     range: KeyRange,
+    cache: CacheUse,
 }
 
 impl ChunkSource for LevelTables {
     type Chunk = TableIter;
     fn load(&mut self, i: usize) -> Result<TableIter> {
         let reader = self.tables[i].reader()?.clone();
-        Ok(table_iter(reader, self.range.clone()))
+        Ok(table_iter(reader, self.range.clone(), self.cache))
     }
 }
 
 /// Entries of one table in `range`.
-pub(crate) fn table_entries(t: &TableHandle, range: KeyRange) -> Result<TableIter> {
-    Ok(table_iter(t.reader()?.clone(), range))
+pub(crate) fn table_entries(
+    t: &TableHandle,
+    range: KeyRange,
+    cache: CacheUse,
+) -> Result<TableIter> {
+    Ok(table_iter(t.reader()?.clone(), range, cache))
 }
 
 /// Entries of a sorted run of tables (a level of L1+, or compaction inputs) in `range`.
-pub(crate) fn level_entries(tables: &[Arc<TableHandle>], range: KeyRange) -> Chunked<LevelTables> {
+pub(crate) fn level_entries(
+    tables: &[Arc<TableHandle>],
+    range: KeyRange,
+    cache: CacheUse,
+) -> Chunked<LevelTables> {
     let tables: Vec<Arc<TableHandle>> = tables
         .iter()
         .filter(|t| range.overlaps(t.meta.smallest_user(), t.meta.largest_user()))
         .cloned()
         .collect();
     let n = tables.len();
-    Chunked::new(LevelTables { tables, range }, 0, n)
+    Chunked::new(
+        LevelTables {
+            tables,
+            range,
+            cache,
+        },
+        0,
+        n,
+    )
 }

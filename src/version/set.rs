@@ -7,8 +7,7 @@
 //! once it is synced; a torn last record is an edit that never committed and is ignored.
 
 use super::edit::{FileMeta, VersionEdit, NUM_LEVELS};
-use super::obsolete::ObsoleteFiles;
-use super::{TableHandle, Version};
+use super::{TableEnv, TableHandle, Version};
 use crate::error::{io_context, Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::{self, FileSystem};
@@ -148,15 +147,15 @@ pub(crate) struct VersionSet {
     compact_pointers: Vec<Vec<u8>>,
     /// The manifest write that failed; every later edit is refused with it.
     failed: Option<Error>,
-    /// Where the files of obsolete tables go.
-    obsolete: Arc<ObsoleteFiles>,
+    /// What the tables share (caches, the obsolete-file queue).
+    env: Arc<TableEnv>,
 }
 
 impl VersionSet {
     /// An empty tree (a new database); nothing is written until
     /// [`write_new_manifest`](Self::write_new_manifest).
-    pub(crate) fn new_empty(fs: Arc<dyn FileSystem>, dir: &Path) -> VersionSet {
-        let fs_clone = fs.clone();
+    pub(crate) fn new_empty(fs: Arc<dyn FileSystem>, env: &Arc<TableEnv>) -> VersionSet {
+        let dir = &env.dir;
         VersionSet {
             fs,
             dir: dir.to_path_buf(),
@@ -167,21 +166,21 @@ impl VersionSet {
             next_file: Arc::new(AtomicU64::new(1)),
             compact_pointers: vec![Vec::new(); NUM_LEVELS],
             failed: None,
-            obsolete: ObsoleteFiles::new(fs_clone),
+            env: env.clone(),
         }
     }
 
     /// The tree the manifest describes, with every table opened.
     pub(crate) fn from_state(
         fs: Arc<dyn FileSystem>,
-        dir: &Path,
+        env: &Arc<TableEnv>,
         st: &ManifestState,
     ) -> VersionSet {
-        let obsolete = ObsoleteFiles::new(fs.clone());
+        let dir = &env.dir;
         let mut version = Version::default();
         for (l, files) in st.levels.iter().enumerate() {
             for meta in files.values() {
-                version.levels[l].push(TableHandle::open(&fs, dir, meta.clone(), &obsolete));
+                version.levels[l].push(TableHandle::open(env, meta.clone()));
             }
         }
         version.sort_levels();
@@ -210,13 +209,13 @@ impl VersionSet {
             next_file: Arc::new(AtomicU64::new(st.next_file_number.max(max_number + 1))),
             compact_pointers: st.compact_pointers.clone(),
             failed: None,
-            obsolete,
+            env: env.clone(),
         }
     }
 
-    /// The queue that obsolete tables' files go to.
-    pub(crate) fn obsolete_files(&self) -> &Arc<ObsoleteFiles> {
-        &self.obsolete
+    /// What the tables share.
+    pub(crate) fn table_env(&self) -> &Arc<TableEnv> {
+        &self.env
     }
 
     pub(crate) fn current(&self) -> Arc<Version> {
@@ -417,7 +416,8 @@ mod tests {
     #[test]
     fn new_manifest_is_current_and_replays() {
         let (fs, mem, dir) = setup();
-        let mut set = VersionSet::new_empty(fs.clone(), &dir);
+        let mut set =
+            VersionSet::new_empty(fs.clone(), &TableEnv::new(fs.clone(), &dir, 100, None));
         set.write_new_manifest().unwrap();
         assert_eq!(read_current(fs.as_ref(), &dir).unwrap(), Some(1));
         let edit = VersionEdit {
@@ -442,7 +442,7 @@ mod tests {
     #[test]
     fn manifest_sync_failure_poisons_the_set() {
         let (fs, mem, dir) = setup();
-        let mut set = VersionSet::new_empty(fs, &dir);
+        let mut set = VersionSet::new_empty(fs.clone(), &TableEnv::new(fs, &dir, 100, None));
         set.write_new_manifest().unwrap();
         mem.set_fault(Some(crate::fs::FaultPlan::nth(crate::fs::OpKind::Sync, 0)));
         assert!(set.log_and_apply(VersionEdit::default(), &[]).is_err());

@@ -224,6 +224,8 @@ struct Visit {
     table: u64,
     outcome: &'static str,
     block_reads: u64,
+    /// Where the block came from: "cache", "file", or "" when none was read.
+    block_source: &'static str,
     bytes_read: u64,
 }
 
@@ -236,6 +238,7 @@ struct GetJson {
     memtable_hit: bool,
     tables: Vec<Visit>,
     data_block_reads: u64,
+    block_cache_hits: u64,
     bytes_read: u64,
 }
 
@@ -270,10 +273,16 @@ pub fn get(args: &GetArgs, json: bool) -> Result<(), CliError> {
                 table: v.table_id,
                 outcome: outcome_name(v.outcome),
                 block_reads: v.block_reads,
+                block_source: match (v.block_reads, v.block_cache_hits) {
+                    (0, _) => "",
+                    (_, 0) => "file",
+                    _ => "cache",
+                },
                 bytes_read: v.bytes_read,
             })
             .collect(),
         data_block_reads: trace.data_block_reads,
+        block_cache_hits: trace.block_cache_hits,
         bytes_read: trace.bytes_read,
     };
     if json {
@@ -300,24 +309,24 @@ pub fn get(args: &GetArgs, json: bool) -> Result<(), CliError> {
         line(
             &mut out,
             &format!(
-                "{:<6} {:<12} {:<32} {:>7} {:>7}",
-                "level", "table", "outcome", "blocks", "bytes"
+                "{:<6} {:<12} {:<32} {:>7} {:<6} {:>7}",
+                "level", "table", "outcome", "blocks", "from", "bytes"
             ),
         )?;
         for v in &doc.tables {
             line(
                 &mut out,
                 &format!(
-                    "L{:<5} {:06}.sst   {:<32} {:>7} {:>7}",
-                    v.level, v.table, v.outcome, v.block_reads, v.bytes_read
+                    "L{:<5} {:06}.sst   {:<32} {:>7} {:<6} {:>7}",
+                    v.level, v.table, v.outcome, v.block_reads, v.block_source, v.bytes_read
                 ),
             )?;
         }
         line(
             &mut out,
             &format!(
-                "total: {} data blocks, {} bytes read",
-                doc.data_block_reads, doc.bytes_read
+                "total: {} data blocks ({} from the block cache), {} bytes read from files",
+                doc.data_block_reads, doc.block_cache_hits, doc.bytes_read
             ),
         )?;
     }

@@ -1,0 +1,189 @@
+//! [`BlockCache`]: checksum-verified, parsed data blocks, keyed by (table id, block offset),
+//! so that a hit skips the read, the checksum and the parse.
+//!
+//! Built on `quick_cache`'s sharded cache: concurrent readers do not serialise on one lock,
+//! entries are weighted by their bytes, and its eviction policy (a Clock-PRO variant close to
+//! S3-FIFO) keeps blocks read once in a small probation queue, so a scan does not push the hot
+//! set out. A second admission policy, [`Admission::SecondSighting`], admits a block only the
+//! second time it is missed (a doorkeeper: a small Bloom filter of recently missed blocks);
+//! `examples/cache_admission.rs` compares the two on a zipfian read mix with a concurrent full
+//! scan, and the default is the one that held the higher hit rate there (see
+//! `docs/benchmarks.md`).
+//!
+//! Table ids are unique for the life of the process (see [`next_table_id`]), so a block of a
+//! deleted table is never served for a new table that reuses its file number or its memory.
+
+use crate::sstable::block::Block;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Which blocks a [`BlockCache`] admits on a miss.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Admission {
+    /// Every block read is inserted; the cache's own eviction policy (Clock-PRO / S3-FIFO,
+    /// with a probation queue for blocks seen once) decides what stays. The default.
+    #[default]
+    Always,
+    /// A block is inserted only the second time it is missed within a window (a doorkeeper
+    /// Bloom filter of recently missed blocks, cleared every `capacity / 4 KiB` misses), as
+    /// CDN caches keep one-hit wonders out.
+    SecondSighting,
+}
+
+/// Weighs a cached block by its bytes (plus a little for the entry itself).
+#[derive(Clone, Copy, Debug, Default)]
+struct BlockWeighter;
+
+impl quick_cache::Weighter<(u64, u64), Block> for BlockWeighter {
+    fn weight(&self, _key: &(u64, u64), block: &Block) -> u64 {
+        block.len() as u64 + 64
+    }
+}
+
+/// Bits of the doorkeeper filter per block the cache can hold.
+const DOORKEEPER_BITS_PER_ENTRY: u64 = 8;
+
+/// The "seen once" filter of [`Admission::SecondSighting`]: two bits per block key, cleared
+/// after as many insertions as the cache holds blocks.
+#[derive(Debug)]
+struct Doorkeeper {
+    bits: Vec<AtomicU64>,
+    inserted: AtomicU64,
+    reset_every: u64,
+}
+
+impl Doorkeeper {
+    fn new(entries: u64) -> Doorkeeper {
+        let words = (entries * DOORKEEPER_BITS_PER_ENTRY).div_ceil(64).max(1);
+        Doorkeeper {
+            bits: (0..words).map(|_| AtomicU64::new(0)).collect(),
+            inserted: AtomicU64::new(0),
+            reset_every: entries.max(1),
+        }
+    }
+
+    fn positions(&self, key: (u64, u64)) -> [(usize, u64); 2] {
+        let mut bytes = [0u8; 16];
+        bytes[..8].copy_from_slice(&key.0.to_le_bytes());
+        bytes[8..].copy_from_slice(&key.1.to_le_bytes());
+        let h = xxhash_rust::xxh3::xxh3_64(&bytes);
+        let n = self.bits.len() as u64 * 64;
+        let a = h % n;
+        let b = h.rotate_left(32) % n;
+        [
+            ((a / 64) as usize, 1 << (a % 64)),
+            ((b / 64) as usize, 1 << (b % 64)),
+        ]
+    }
+
+    /// Marks `key` as seen; true if it was (probably) seen before.
+    fn check_and_mark(&self, key: (u64, u64)) -> bool {
+        let mut seen = true;
+        for (word, bit) in self.positions(key) {
+            let before = self.bits[word].fetch_or(bit, Ordering::Relaxed);
+            seen &= before & bit != 0;
+        }
+        if !seen && self.inserted.fetch_add(1, Ordering::Relaxed) + 1 >= self.reset_every {
+            self.inserted.store(0, Ordering::Relaxed);
+            for w in &self.bits {
+                w.store(0, Ordering::Relaxed);
+            }
+        }
+        seen
+    }
+}
+
+/// A cache of data blocks, shared by every table of a database, or by several databases
+/// ([`Options::block_cache`](crate::Options::block_cache)). Cheap to clone: clones are the
+/// same cache.
+#[derive(Clone)]
+pub struct BlockCache {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    cache: quick_cache::sync::Cache<(u64, u64), Block, BlockWeighter>,
+    capacity: u64,
+    doorkeeper: Option<Doorkeeper>,
+}
+
+impl std::fmt::Debug for BlockCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlockCache")
+            .field("capacity", &self.inner.capacity)
+            .field("usage", &self.usage())
+            .field("blocks", &self.len())
+            .finish()
+    }
+}
+
+/// Blocks are assumed to be about this large when sizing the cache's tables.
+const TYPICAL_BLOCK: u64 = 4096;
+
+impl BlockCache {
+    /// A cache of at most `capacity_bytes` of blocks, admitting every block read
+    /// ([`Admission::Always`]).
+    pub fn new(capacity_bytes: u64) -> BlockCache {
+        BlockCache::with_admission(capacity_bytes, Admission::Always)
+    }
+
+    /// A cache of at most `capacity_bytes` with the given admission policy.
+    pub fn with_admission(capacity_bytes: u64, admission: Admission) -> BlockCache {
+        let items = (capacity_bytes / TYPICAL_BLOCK).max(16) as usize;
+        BlockCache {
+            inner: Arc::new(Inner {
+                cache: quick_cache::sync::Cache::with_weighter(
+                    items,
+                    capacity_bytes.max(1),
+                    BlockWeighter,
+                ),
+                capacity: capacity_bytes,
+                doorkeeper: (admission == Admission::SecondSighting)
+                    .then(|| Doorkeeper::new(items as u64)),
+            }),
+        }
+    }
+
+    /// The most bytes the cache holds.
+    pub fn capacity(&self) -> u64 {
+        self.inner.capacity
+    }
+
+    /// Bytes of blocks held now.
+    pub fn usage(&self) -> u64 {
+        self.inner.cache.weight()
+    }
+
+    /// Blocks held now.
+    pub fn len(&self) -> usize {
+        self.inner.cache.len()
+    }
+
+    /// True if no block is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub(crate) fn get(&self, table: u64, offset: u64) -> Option<Block> {
+        self.inner.cache.get(&(table, offset))
+    }
+
+    /// Offers a verified, parsed block read from a file; the admission policy decides whether
+    /// it is kept.
+    pub(crate) fn insert(&self, table: u64, offset: u64, block: Block) {
+        if let Some(d) = &self.inner.doorkeeper {
+            if !d.check_and_mark((table, offset)) {
+                return;
+            }
+        }
+        self.inner.cache.insert((table, offset), block);
+    }
+}
+
+static NEXT_TABLE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A table id never used before in this process: the block cache's key for an open table.
+pub(crate) fn next_table_id() -> u64 {
+    NEXT_TABLE_ID.fetch_add(1, Ordering::Relaxed)
+}

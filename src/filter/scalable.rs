@@ -1,0 +1,166 @@
+//! [`ScalableBloom`]: a filter in front of a memtable, which does not know how many keys it
+//! will hold. A chain of blocked Bloom filters (the same 512-bit-line layout as the tables'):
+//! keys go into the newest stage until it holds its planned count, then a stage twice as large
+//! with half the false-positive rate is added. The chain's false-positive rate stays below the
+//! sum of the stages' (at most twice the first stage's), whatever the final key count.
+//!
+//! Bits are set with atomic `fetch_or` and read with relaxed loads. A key's bits are set
+//! before it is inserted into the skiplist, and writes become visible to gets through the
+//! release/acquire of the engine's visible sequence number, so a get that may see a key also
+//! sees its bits: no false negatives.
+
+use super::bloom::{lines_for, locate, probes_for, GOLDEN, LINE_BITS};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+/// Keys the first stage is planned for.
+const FIRST_STAGE_KEYS: u64 = 4096;
+/// False-positive rate of the first stage; stage `i` gets `FIRST_STAGE_FPR / 2^i`.
+const FIRST_STAGE_FPR: f64 = 0.005;
+/// Stages at most (the last one takes every key beyond the plan: 4096 * 2^23 keys).
+const MAX_STAGES: usize = 24;
+
+/// Bits per key of each stage, computed once per process (a bisection on the predicted rate).
+fn stage_bits_per_key(index: usize) -> f64 {
+    static BITS: OnceLock<[f64; MAX_STAGES]> = OnceLock::new();
+    BITS.get_or_init(|| {
+        std::array::from_fn(|i| {
+            super::bits_per_key_for_fpr(FIRST_STAGE_FPR / f64::from(1u32 << i.min(30)))
+        })
+    })[index]
+}
+
+#[derive(Debug)]
+struct Stage {
+    lines: Vec<[AtomicU64; 8]>,
+    probes: u32,
+    capacity: u64,
+    keys: AtomicU64,
+}
+
+impl Stage {
+    fn new(index: usize) -> Stage {
+        let capacity = FIRST_STAGE_KEYS << index;
+        let lines = lines_for(capacity, stage_bits_per_key(index));
+        Stage {
+            lines: (0..lines).map(|_| Default::default()).collect(),
+            probes: probes_for(capacity, lines),
+            capacity,
+            keys: AtomicU64::new(0),
+        }
+    }
+
+    fn add(&self, hash: u64) {
+        let (idx, mut h) = locate(hash, self.lines.len() as u32);
+        if let Some(line) = self.lines.get(idx) {
+            for _ in 0..self.probes {
+                let bit = h >> 23;
+                line[(bit >> 6) as usize & 7].fetch_or(1u64 << (bit & 63), Ordering::Relaxed);
+                h = h.wrapping_mul(GOLDEN);
+            }
+        }
+        self.keys.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn may_contain(&self, hash: u64) -> bool {
+        let (idx, mut h) = locate(hash, self.lines.len() as u32);
+        let Some(line) = self.lines.get(idx) else {
+            return false;
+        };
+        for _ in 0..self.probes {
+            let bit = h >> 23;
+            if (line[(bit >> 6) as usize & 7].load(Ordering::Relaxed) >> (bit & 63)) & 1 == 0 {
+                return false;
+            }
+            h = h.wrapping_mul(GOLDEN);
+        }
+        true
+    }
+
+    fn bytes(&self) -> usize {
+        self.lines.len() * (LINE_BITS as usize / 8)
+    }
+}
+
+/// A growing chain of blocked Bloom filters; see the module documentation.
+#[derive(Debug, Default)]
+pub(crate) struct ScalableBloom {
+    stages: [OnceLock<Stage>; MAX_STAGES],
+    /// Index of the stage keys go into now.
+    current: AtomicUsize,
+}
+
+impl ScalableBloom {
+    /// Adds a key's hash (from [`hash_key`](super::hash_key)). One writer at a time.
+    pub(crate) fn add(&self, hash: u64) {
+        let mut i = self.current.load(Ordering::Acquire);
+        let mut stage = self.stages[i].get_or_init(|| Stage::new(i));
+        if stage.keys.load(Ordering::Relaxed) >= stage.capacity && i + 1 < MAX_STAGES {
+            i += 1;
+            stage = self.stages[i].get_or_init(|| Stage::new(i));
+            self.current.store(i, Ordering::Release);
+        }
+        stage.add(hash);
+    }
+
+    /// False if no key with this hash was added.
+    pub(crate) fn may_contain(&self, hash: u64) -> bool {
+        let last = self.current.load(Ordering::Acquire);
+        self.stages[..=last]
+            .iter()
+            .any(|s| s.get().is_some_and(|s| s.may_contain(hash)))
+    }
+
+    /// Bytes of filter memory.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.stages
+            .iter()
+            .filter_map(|s| s.get())
+            .map(Stage::bytes)
+            .sum()
+    }
+
+    /// Stages in use.
+    #[cfg(test)]
+    fn stages(&self) -> usize {
+        self.stages.iter().filter(|s| s.get().is_some()).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::filter::hash_key;
+
+    #[test]
+    fn no_false_negatives_and_a_bounded_false_positive_rate_as_it_grows() {
+        let f = ScalableBloom::default();
+        assert!(
+            !f.may_contain(hash_key(b"anything")),
+            "an empty filter says no"
+        );
+        let n = 100_000u64;
+        for i in 0..n {
+            f.add(hash_key(format!("key{i}").as_bytes()));
+            if i % 997 == 0 {
+                // Every key added so far is still a "maybe", across stage changes.
+                for j in (0..=i).step_by(101) {
+                    assert!(f.may_contain(hash_key(format!("key{j}").as_bytes())));
+                }
+            }
+        }
+        assert!(f.stages() >= 4, "{} stages for {n} keys", f.stages());
+        let probes = 200_000u64;
+        let fp = (0..probes)
+            .filter(|i| f.may_contain(hash_key(format!("absent{i}").as_bytes())))
+            .count() as f64
+            / probes as f64;
+        // The stages' rates sum to at most 2 * 0.5%; measured with margin for chance.
+        assert!(fp < 0.012, "false-positive rate {fp}");
+        assert!(fp > 0.0005, "false-positive rate {fp} is implausibly low");
+        // Memory grows with the keys: each stage is planned for its full count, so a young
+        // last stage can double the bits of the keys it holds (here ~22 bits per key).
+        let bits_per_key = f.memory_bytes() as f64 * 8.0 / n as f64;
+        assert!((8.0..32.0).contains(&bits_per_key), "{bits_per_key}");
+    }
+}
