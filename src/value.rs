@@ -101,6 +101,12 @@ impl PartialEq<&str> for Value {
     }
 }
 
+impl PartialEq<String> for Value {
+    fn eq(&self, other: &String) -> bool {
+        self.0 == other.as_bytes()
+    }
+}
+
 impl<const N: usize> PartialEq<[u8; N]> for Value {
     fn eq(&self, other: &[u8; N]) -> bool {
         self.0 == other[..]

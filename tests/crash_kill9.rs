@@ -23,8 +23,11 @@ use std::time::Duration;
 const SEED: u64 = 99;
 const EPOCH: u64 = 50;
 
-fn options() -> Options {
+/// Options of a child or a check: with a small block cache when `cached`, without one when not.
+/// Children and checks alternate, so every reopen changes the setting.
+fn options(cached: bool) -> Options {
     Options::default()
+        .block_cache_size(if cached { 64 << 10 } else { 0 })
         .sync_writes(true)
         .memtable_size(16 << 10)
         .block_size(1024)
@@ -35,7 +38,8 @@ fn options() -> Options {
 
 /// The child: write ops from `start` on, forever, acknowledging each on stdout.
 fn child(dir: &str, start: u64) -> ! {
-    let db = Db::open_with(dir, options()).expect("child open");
+    let cached = std::env::var("SILT_KILL9_CACHE").is_ok_and(|v| v == "1");
+    let db = Db::open_with(dir, options(cached)).expect("child open");
     println!("open");
     let mut i = start;
     loop {
@@ -81,6 +85,7 @@ fn run_cycles(cycles: u64, name: &str) {
             ])
             .env("SILT_KILL9_DIR", &dir)
             .env("SILT_KILL9_START", next.to_string())
+            .env("SILT_KILL9_CACHE", if cycle % 2 == 0 { "1" } else { "0" })
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -112,7 +117,7 @@ fn run_cycles(cycles: u64, name: &str) {
         };
         acked_total += acked - next;
         // Reopen and judge.
-        let db = Db::open_with(Path::new(&dir), options())
+        let db = Db::open_with(Path::new(&dir), options(cycle % 2 == 1))
             .unwrap_or_else(|e| panic!("cycle {cycle}: open failed (D5): {e}"));
         opened += 1;
         let state =

@@ -75,10 +75,14 @@ fn check_range(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>, a: &[u8], b: &[u8], 
     assert_eq!(got, want, "range {a:?}..{b:?} rev={rev}");
 }
 
-fn run(ops: Vec<Op>) {
+/// Runs `ops` against the engine and the model, with a block cache of `cache` bytes (0: off).
+fn run(ops: Vec<Op>, cache: u64) {
     let mut fs = MemFs::new();
     let dir = Path::new("/db");
-    let mut db = common::open_mem(&fs, dir);
+    let open = |fs: &MemFs| {
+        Db::open_with(dir, common::mem_options(fs).block_cache_size(cache)).expect("open")
+    };
+    let mut db = open(&fs);
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     for op in ops {
         match op {
@@ -123,14 +127,14 @@ fn run(ops: Vec<Op>) {
             }
             Op::Reopen => {
                 drop(db);
-                db = common::open_mem(&fs, dir);
+                db = open(&fs);
             }
             Op::CrashReopen => {
                 // A process crash: the OS keeps every acknowledged write.
                 let image = fs.crash_image(CrashImageOptions::PROCESS_CRASH);
                 drop(db);
                 fs = image;
-                db = common::open_mem(&fs, dir);
+                db = open(&fs);
             }
             Op::SnapshotCheck => {
                 let snap = db.snapshot();
@@ -153,7 +157,7 @@ fn run(ops: Vec<Op>) {
     assert_eq!(rev, want);
     siltdb::inspect::check_invariants(&db).unwrap();
     drop(db);
-    let db = common::open_mem(&fs, dir);
+    let db = open(&fs);
     assert_eq!(common::scan_all(db.iter()), want, "after final reopen");
 }
 
@@ -167,8 +171,9 @@ fn cases() -> u32 {
 proptest! {
     #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
     #[test]
-    fn engine_matches_btreemap(ops in proptest::collection::vec(op(), 1..300)) {
-        run(ops);
+    fn engine_matches_btreemap(ops in proptest::collection::vec(op(), 1..300), cached in any::<bool>()) {
+        // Half the cases read through a block cache small enough to evict, half without one.
+        run(ops, if cached { 16 << 10 } else { 0 });
     }
 }
 

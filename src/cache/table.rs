@@ -114,3 +114,102 @@ impl TableCache {
         self.files.remove(&id);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::{FileLock, MemFs, WritableFile};
+    use std::sync::atomic::AtomicU32;
+
+    /// A `MemFs` whose next `failures` opens fail with EMFILE.
+    #[derive(Debug)]
+    struct Exhausted {
+        inner: MemFs,
+        failures: AtomicU32,
+    }
+
+    impl FileSystem for Exhausted {
+        fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+            self.inner.create(path)
+        }
+        fn open(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>> {
+            if self
+                .failures
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+            {
+                return Err(io::Error::from_raw_os_error(24));
+            }
+            self.inner.open(path)
+        }
+        fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+            self.inner.rename(from, to)
+        }
+        fn remove(&self, path: &Path) -> io::Result<()> {
+            self.inner.remove(path)
+        }
+        fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+            self.inner.list(dir)
+        }
+        fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+            self.inner.create_dir_all(dir)
+        }
+        fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+            self.inner.sync_dir(dir)
+        }
+        fn sync_file(&self, path: &Path) -> io::Result<()> {
+            self.inner.sync_file(path)
+        }
+        fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
+            self.inner.lock(path)
+        }
+        fn exists(&self, path: &Path) -> bool {
+            self.inner.exists(path)
+        }
+    }
+
+    fn setup(failures: u32) -> (Exhausted, TableCache) {
+        let inner = MemFs::new();
+        inner.create_dir_all(Path::new("/d")).unwrap();
+        for i in 0..8 {
+            inner
+                .write_file(&Path::new("/d").join(format!("{i}.sst")), b"x")
+                .unwrap();
+        }
+        let fs = Exhausted {
+            inner,
+            failures: AtomicU32::new(failures),
+        };
+        (fs, TableCache::new(4))
+    }
+
+    #[test]
+    fn running_out_of_descriptors_sheds_and_retries() {
+        let (fs, cache) = setup(0);
+        for i in 0..4u64 {
+            cache
+                .file(i, &fs, Path::new(&format!("/d/{i}.sst")))
+                .unwrap();
+        }
+        assert_eq!(cache.open_files(), 4);
+        // Three EMFILEs in a row: the cache closes some descriptors and the open succeeds.
+        fs.failures.store(3, Ordering::SeqCst);
+        let f = cache.file(9, &fs, Path::new("/d/5.sst")).unwrap();
+        assert_eq!(f.len(), 1);
+        assert!(cache.open_files() <= 4);
+        assert_eq!(cache.opens(), 5);
+    }
+
+    #[test]
+    fn persistent_exhaustion_is_an_io_error_and_not_remembered() {
+        let (fs, cache) = setup(100);
+        let e = match cache.file(1, &fs, Path::new("/d/1.sst")) {
+            Err(e) => e,
+            Ok(_) => panic!("opened with no descriptors left"),
+        };
+        assert!(out_of_descriptors(&e));
+        // Once descriptors are back, the same table opens: nothing marked it broken.
+        fs.failures.store(0, Ordering::SeqCst);
+        assert!(cache.file(1, &fs, Path::new("/d/1.sst")).is_ok());
+    }
+}
