@@ -46,9 +46,20 @@ pub(crate) type Entry = (InternalKey, Bytes);
 
 impl Memtable {
     pub(crate) fn new(wal_number: u64) -> Self {
+        Memtable::with_filter(wal_number, ScalableBloom::default())
+    }
+
+    /// A memtable that will be sealed at about `bytes`: its filter's first stage is planned
+    /// for the entries that many bytes hold when entries are small (96 bytes with overhead).
+    pub(crate) fn sized_for(wal_number: u64, bytes: usize) -> Self {
+        let keys = (bytes / 96) as u64;
+        Memtable::with_filter(wal_number, ScalableBloom::with_first_stage(keys))
+    }
+
+    fn with_filter(wal_number: u64, filter: ScalableBloom) -> Self {
         Memtable {
             map: SkipMap::new(),
-            filter: ScalableBloom::default(),
+            filter,
             approx_bytes: AtomicUsize::new(0),
             wal_number,
         }

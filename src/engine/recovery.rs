@@ -148,7 +148,7 @@ pub(super) fn recover(
     Ok(Recovered {
         lock,
         versions,
-        mem: Arc::new(Memtable::new(new_wal)),
+        mem: Arc::new(Memtable::sized_for(new_wal, opts.memtable_size)),
         wal: Some(writer),
         last_seq,
     })

@@ -261,7 +261,10 @@ impl Core {
             self.poison(st, &e);
             return Err(e);
         }
-        let old = std::mem::replace(&mut st.tree.mem, Arc::new(Memtable::new(number)));
+        let old = std::mem::replace(
+            &mut st.tree.mem,
+            Arc::new(Memtable::sized_for(number, self.opts.memtable_size)),
+        );
         st.tree.imms.push_back(old);
         st.tree.sealed += 1;
         self.publish(st);

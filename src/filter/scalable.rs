@@ -13,7 +13,7 @@ use super::bloom::{lines_for, locate, probes_for, GOLDEN, LINE_BITS};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
-/// Keys the first stage is planned for.
+/// Keys the first stage is planned for, unless the memtable says how many it expects.
 const FIRST_STAGE_KEYS: u64 = 4096;
 /// False-positive rate of the first stage; stage `i` gets `FIRST_STAGE_FPR / 2^i`.
 const FIRST_STAGE_FPR: f64 = 0.005;
@@ -39,8 +39,8 @@ struct Stage {
 }
 
 impl Stage {
-    fn new(index: usize) -> Stage {
-        let capacity = FIRST_STAGE_KEYS << index;
+    fn new(index: usize, first: u64) -> Stage {
+        let capacity = first << index;
         let lines = lines_for(capacity, stage_bits_per_key(index));
         Stage {
             lines: (0..lines).map(|_| Default::default()).collect(),
@@ -83,21 +83,39 @@ impl Stage {
 }
 
 /// A growing chain of blocked Bloom filters; see the module documentation.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct ScalableBloom {
     stages: [OnceLock<Stage>; MAX_STAGES],
     /// Index of the stage keys go into now.
     current: AtomicUsize,
+    /// Keys the first stage is planned for.
+    first: u64,
+}
+
+impl Default for ScalableBloom {
+    fn default() -> Self {
+        ScalableBloom::with_first_stage(FIRST_STAGE_KEYS)
+    }
 }
 
 impl ScalableBloom {
+    /// A filter whose first stage is planned for `keys` keys (at least 1,024): planned for
+    /// what the memtable will hold, one or two stages answer every get.
+    pub(crate) fn with_first_stage(keys: u64) -> ScalableBloom {
+        ScalableBloom {
+            stages: Default::default(),
+            current: AtomicUsize::new(0),
+            first: keys.clamp(1024, 1 << 24),
+        }
+    }
+
     /// Adds a key's hash (from [`hash_key`](super::hash_key)). One writer at a time.
     pub(crate) fn add(&self, hash: u64) {
         let mut i = self.current.load(Ordering::Acquire);
-        let mut stage = self.stages[i].get_or_init(|| Stage::new(i));
+        let mut stage = self.stages[i].get_or_init(|| Stage::new(i, self.first));
         if stage.keys.load(Ordering::Relaxed) >= stage.capacity && i + 1 < MAX_STAGES {
             i += 1;
-            stage = self.stages[i].get_or_init(|| Stage::new(i));
+            stage = self.stages[i].get_or_init(|| Stage::new(i, self.first));
             self.current.store(i, Ordering::Release);
         }
         stage.add(hash);

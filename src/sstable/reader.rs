@@ -177,6 +177,10 @@ pub struct TableReader {
     file_size: u64,
     footer: Footer,
     index: Vec<IndexEntry>,
+    /// The first 8 bytes of each index entry's user key, big-endian and zero-padded: the
+    /// binary search of a get runs over this contiguous array (a few cache lines) and looks at
+    /// an entry's full key only on a tie.
+    index_prefixes: Vec<u64>,
     filter: Option<Filter>,
     properties: TableProperties,
 }
@@ -229,6 +233,7 @@ impl TableReader {
             file_size,
             footer,
             index: Vec::new(),
+            index_prefixes: Vec::new(),
             filter: None,
             properties: TableProperties::default(),
         };
@@ -242,6 +247,11 @@ impl TableReader {
         })?;
         let index_raw = reader.read_block(footer.index, BlockKind::Index, &mut cost)?;
         reader.index = reader.decode_index(index_raw)?;
+        reader.index_prefixes = reader
+            .index
+            .iter()
+            .map(|e| key_prefix(key::user_key(&e.last_key)))
+            .collect();
         if let Some(h) = footer.filter {
             let raw = reader.read_block(h, BlockKind::Filter, &mut cost)?;
             let f = filter::decode(&raw).map_err(|e| corrupt(h.offset + e.offset, e.detail))?;
@@ -481,10 +491,29 @@ impl TableReader {
         cost: &mut ReadCost,
     ) -> Result<TableLookup> {
         let t = key::lookup_trailer(seq);
-        let i = self.index.partition_point(|e| {
-            let (u, tr) = key::decode(&e.last_key).unwrap_or((&[], 0));
-            key::cmp_parts(u, tr, user_key, t).is_lt()
-        });
+        // The first block whose index key is at or after (user_key, t). Zero-padded prefixes
+        // order like the keys they start (ties go to the full key), so comparing prefixes first
+        // gives the same answer as comparing whole keys.
+        let want = key_prefix(user_key);
+        let mut lo = 0usize;
+        let mut hi = self.index.len();
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let before = match self.index_prefixes[mid].cmp(&want) {
+                std::cmp::Ordering::Less => true,
+                std::cmp::Ordering::Greater => false,
+                std::cmp::Ordering::Equal => {
+                    let (u, tr) = key::decode(&self.index[mid].last_key).unwrap_or((&[], 0));
+                    key::cmp_parts(u, tr, user_key, t).is_lt()
+                }
+            };
+            if before {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        let i = lo;
         if i == self.index.len() {
             return Ok(TableLookup::Absent);
         }
@@ -639,6 +668,16 @@ impl TableReader {
     pub fn largest_user_key(&self) -> &[u8] {
         key::user_key(&self.properties.largest)
     }
+}
+
+/// The first 8 bytes of `user_key` as a big-endian number, zero-padded: `a <= b` implies
+/// `key_prefix(a) <= key_prefix(b)`.
+#[inline]
+fn key_prefix(user_key: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = user_key.len().min(8);
+    b[..n].copy_from_slice(&user_key[..n]);
+    u64::from_be_bytes(b)
 }
 
 impl Drop for TableReader {
