@@ -140,6 +140,11 @@ fn ask(
     let Probe::Read { filtered } = probe(t, level, w, g, trace.as_deref_mut())? else {
         return Ok(None);
     };
+    // A block in the cache is read under the guard: no file, no shared reference count.
+    let mut cost = ReadCost::default();
+    if let Some(found) = t.reader()?.get_cached(w.key, w.seq, &mut cost) {
+        return answer(t, level, found, cost, filtered, g, trace);
+    }
     pinned.own();
     let t = &pinned.state().version.levels[level][i];
     read_table(t, level, w, filtered, g, trace)
@@ -219,6 +224,19 @@ fn read_table(
     let reader = t.reader()?;
     let mut cost = ReadCost::default();
     let found = reader.get(w.key, w.seq, &mut cost);
+    answer(t, level, found, cost, filtered, g, trace)
+}
+
+/// Counts what a table read cost and turns its lookup into the get's answer.
+fn answer(
+    t: &TableHandle,
+    level: usize,
+    found: Result<TableLookup>,
+    cost: ReadCost,
+    filtered: bool,
+    g: &mut GetCounters,
+    trace: Option<&mut ReadTrace>,
+) -> Result<Option<Option<Bytes>>> {
     g.data_block_reads += cost.blocks;
     g.bytes_read += cost.bytes;
     g.block_cache_hits += cost.cache_hits;

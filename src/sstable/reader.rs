@@ -482,18 +482,11 @@ impl TableReader {
             .ok_or_else(|| Error::corruption(&self.path, offset, "data block: malformed entry"))
     }
 
-    /// Looks `user_key` up as of `seq`, reading at most one data block. Does not consult the
-    /// filter: the caller does, with the hash it computed once for the whole get.
-    pub(crate) fn get(
-        &self,
-        user_key: &[u8],
-        seq: SeqNo,
-        cost: &mut ReadCost,
-    ) -> Result<TableLookup> {
-        let t = key::lookup_trailer(seq);
-        // The first block whose index key is at or after (user_key, t). Zero-padded prefixes
-        // order like the keys they start (ties go to the full key), so comparing prefixes first
-        // gives the same answer as comparing whole keys.
+    /// The position of the one data block that may hold (`user_key`, `t`): the first block
+    /// whose index key is at or after it; `None` past the last block. Zero-padded prefixes
+    /// order like the keys they start (ties go to the full key), so comparing prefixes first
+    /// gives the same answer as comparing whole keys.
+    fn block_for(&self, user_key: &[u8], t: u64) -> Option<usize> {
         let want = key_prefix(user_key);
         let mut lo = 0usize;
         let mut hi = self.index.len();
@@ -513,12 +506,52 @@ impl TableReader {
                 hi = mid;
             }
         }
-        let i = lo;
-        if i == self.index.len() {
+        (lo < self.index.len()).then_some(lo)
+    }
+
+    /// Looks `user_key` up as of `seq`, reading at most one data block. Does not consult the
+    /// filter: the caller does, with the hash it computed once for the whole get.
+    pub(crate) fn get(
+        &self,
+        user_key: &[u8],
+        seq: SeqNo,
+        cost: &mut ReadCost,
+    ) -> Result<TableLookup> {
+        let t = key::lookup_trailer(seq);
+        let Some(i) = self.block_for(user_key, t) else {
             return Ok(TableLookup::Absent);
-        }
-        let offset = self.index[i].handle.offset;
+        };
         let block = self.data_block(i, cost)?;
+        self.lookup_in(&block, i, user_key, t)
+    }
+
+    /// [`get`](Self::get) if it needs no file read: `None` when the block it needs is not in
+    /// the block cache (nothing is counted then; the caller goes on with `get`).
+    pub(crate) fn get_cached(
+        &self,
+        user_key: &[u8],
+        seq: SeqNo,
+        cost: &mut ReadCost,
+    ) -> Option<Result<TableLookup>> {
+        let t = key::lookup_trailer(seq);
+        let Some(i) = self.block_for(user_key, t) else {
+            return Some(Ok(TableLookup::Absent));
+        };
+        let Source::Cached(c) = &self.source else {
+            return None;
+        };
+        let block = c
+            .blocks
+            .as_ref()?
+            .get(self.id, self.index[i].handle.offset)?;
+        cost.blocks += 1;
+        cost.cache_hits += 1;
+        Some(self.lookup_in(&block, i, user_key, t))
+    }
+
+    /// What data block `i` says about (`user_key`, `t`).
+    fn lookup_in(&self, block: &Block, i: usize, user_key: &[u8], t: u64) -> Result<TableLookup> {
+        let offset = self.index[i].handle.offset;
         let found = block
             .seek(user_key, t)
             .map_err(|()| Error::corruption(&self.path, offset, "data block: malformed entry"))?;
