@@ -3,6 +3,10 @@
 //! `NNNNNN.sst` tables, `NNNNNN.wal` write-ahead logs, `MANIFEST-NNNNNN`, `CURRENT` (the name
 //! of the live manifest and a newline), `LOCK`, and `NNNNNN.dbtmp` temporaries. One increasing
 //! file number is shared by all numbered kinds.
+//!
+//! File numbers are at most [`MAX_FILE_NUMBER`]: a name with a larger number is not one of
+//! ours, and a manifest that records one is corrupt. The bound is far beyond what a counter
+//! bumped once per file can reach, and leaves room to add one to any number without overflow.
 
 use std::path::{Path, PathBuf};
 
@@ -22,6 +26,9 @@ pub enum FileKind {
     /// `LOCK`
     Lock,
 }
+
+/// The largest file number (2^56 - 1, like the largest sequence number).
+pub const MAX_FILE_NUMBER: u64 = (1 << 56) - 1;
 
 pub(crate) const CURRENT: &str = "CURRENT";
 pub(crate) const LOCK: &str = "LOCK";
@@ -57,7 +64,7 @@ fn number(s: &str) -> Option<u64> {
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    s.parse().ok()
+    s.parse().ok().filter(|&n| n <= MAX_FILE_NUMBER)
 }
 
 /// Classifies a file name; `None` for names siltdb does not use.
@@ -106,6 +113,13 @@ mod tests {
         assert_eq!(parse("12.txt"), None);
         assert_eq!(parse("MANIFEST-"), None);
         assert_eq!(parse("+1.sst"), None);
+        assert_eq!(
+            parse(&table_name(MAX_FILE_NUMBER)),
+            Some(FileKind::Table(MAX_FILE_NUMBER))
+        );
+        assert_eq!(parse(&table_name(MAX_FILE_NUMBER + 1)), None);
+        assert_eq!(parse(&wal_name(u64::MAX)), None);
+        assert_eq!(parse("99999999999999999999999.wal"), None);
     }
 
     #[test]
