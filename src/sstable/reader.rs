@@ -161,14 +161,11 @@ impl TableReader {
         };
         let mut cost = ReadCost::default();
         let props_raw = reader.read_block(footer.properties, BlockKind::Properties, &mut cost)?;
-        reader.properties = TableProperties::decode(&props_raw).ok_or_else(|| {
-            corrupt(
-                footer.properties.offset,
-                "malformed properties block".into(),
-            )
-        })?;
+        reader.properties = TableProperties::decode(&props_raw)
+            .map_err(|d| corrupt(footer.properties.offset, format!("properties block: {d}")))?;
         let index_raw = reader.read_block(footer.index, BlockKind::Index, &mut cost)?;
         reader.index = reader.decode_index(index_raw)?;
+        reader.check_index_against_properties()?;
         if let Some(h) = footer.filter {
             let raw = reader.read_block(h, BlockKind::Filter, &mut cost)?;
             let f = filter::decode(&raw).map_err(|e| corrupt(h.offset + e.offset, e.detail))?;
@@ -196,11 +193,7 @@ impl TableReader {
                 (Some(offset), Some(size)) => BlockHandle { offset, size },
                 _ => return Err(bad("malformed block handle")),
             };
-            if handle
-                .offset
-                .checked_add(handle.size + BLOCK_TRAILER_LEN as u64)
-                .is_none_or(|e| e > data_end)
-            {
+            if handle.checked_end().is_none_or(|e| e > data_end) {
                 return Err(bad("data block handle points past the data area"));
             }
             if key::decode(&k).is_none() {
@@ -220,6 +213,35 @@ impl TableReader {
         Ok(out)
     }
 
+    /// The index and the properties describe the same entries: one data block per index
+    /// entry, none exactly when there are no entries, and the last index key (the last key of
+    /// the last block) is the largest key, at or after the smallest.
+    fn check_index_against_properties(&self) -> Result<()> {
+        let p = &self.properties;
+        let bad = |d: String| {
+            Error::corruption(
+                &self.path,
+                self.footer.index.offset,
+                format!("index block disagrees with the properties: {d}"),
+            )
+        };
+        let blocks = u64::try_from(self.index.len()).unwrap_or(u64::MAX);
+        if blocks != p.data_blocks || (blocks == 0) != (p.entries == 0) {
+            return Err(bad(format!(
+                "{blocks} data blocks, the properties say {} blocks of {} entries",
+                p.data_blocks, p.entries
+            )));
+        }
+        if let Some(last) = self.index.last() {
+            if last.last_key[..] != p.largest[..]
+                || key::cmp_encoded(&p.smallest, &last.last_key).is_gt()
+            {
+                return Err(bad("the key range differs".into()));
+            }
+        }
+        Ok(())
+    }
+
     /// Offset where the footer starts: no block may reach past it.
     fn data_end(&self) -> u64 {
         self.file_size - FOOTER_LEN as u64
@@ -233,11 +255,7 @@ impl TableReader {
         cost: &mut ReadCost,
     ) -> Result<Bytes> {
         let corrupt = |offset: u64, detail: String| Error::corruption(&self.path, offset, detail);
-        let total = h.size.checked_add(BLOCK_TRAILER_LEN as u64);
-        if total
-            .and_then(|t| h.offset.checked_add(t))
-            .is_none_or(|end| end > self.data_end())
-        {
+        if h.checked_end().is_none_or(|end| end > self.data_end()) {
             return Err(corrupt(
                 h.offset,
                 format!(
@@ -249,14 +267,23 @@ impl TableReader {
                 ),
             ));
         }
-        let len = (h.size + BLOCK_TRAILER_LEN as u64) as usize;
+        // The block lies inside the file (checked above), so this only fails where `usize` is
+        // narrower than a file offset: a block too large to hold in memory is refused, never
+        // truncated.
+        let too_big = || {
+            corrupt(
+                h.offset,
+                format!("{} block of {} bytes", kind.name(), h.size),
+            )
+        };
+        let n = usize::try_from(h.size).map_err(|_| too_big())?;
+        let len = n.checked_add(BLOCK_TRAILER_LEN).ok_or_else(too_big)?;
         let mut buf = vec![0u8; len];
         self.file
             .read_exact_at(&mut buf, h.offset)
             .map_err(|e| io_context("read", &self.path, e))?;
         cost.blocks += 1;
-        cost.bytes += len as u64;
-        let n = h.size as usize;
+        cost.bytes += h.size + BLOCK_TRAILER_LEN as u64;
         let stored_kind = buf[n];
         let stored = u32::from_le_bytes([buf[n + 1], buf[n + 2], buf[n + 3], buf[n + 4]]);
         let check = !crate::sabotage::planted(crate::sabotage::Bug::IgnoreBlockChecksum);
@@ -463,5 +490,147 @@ impl TableReader {
     /// Largest user key.
     pub fn largest_user_key(&self) -> &[u8] {
         key::user_key(&self.properties.largest)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::encoding::put_varint;
+    use crate::fs::MemFs;
+    use crate::sstable::block::BlockBuilder;
+    use crate::sstable::format::put_block_trailer;
+    use crate::sstable::{BuildOptions, TableBuilder};
+
+    const PATH: &str = "/t/000001.sst";
+
+    /// A table of 200 entries in several data blocks, with a filter.
+    fn table_bytes(fs: &MemFs) -> Vec<u8> {
+        fs.create_dir_all(Path::new("/t")).unwrap();
+        let opts = BuildOptions {
+            block_size: 256,
+            bits_per_key: 10.0,
+            level: 0,
+        };
+        let mut b = TableBuilder::create(fs, Path::new(PATH), opts).unwrap();
+        for i in 0..200u64 {
+            let k = key::encode(
+                format!("key{i:04}").as_bytes(),
+                key::trailer(i + 1, ValueKind::Put),
+            );
+            b.add(&k, b"value").unwrap();
+        }
+        b.finish().unwrap();
+        fs.read_file(Path::new(PATH)).unwrap()
+    }
+
+    /// Rewrites the index block (with `handles` changed) and the properties block of a table,
+    /// with valid checksums and footer: damage that only the decoders' checks can catch.
+    fn rewrite(
+        fs: &MemFs,
+        bytes: &[u8],
+        handle: impl Fn(usize, BlockHandle) -> BlockHandle,
+        props: impl Fn(&mut TableProperties),
+    ) -> Result<TableReader> {
+        fs.write_file(Path::new(PATH), bytes).unwrap();
+        let t = TableReader::open(fs, Path::new(PATH)).unwrap();
+        let f = *t.footer();
+        let mut out = bytes[..usize::try_from(f.index.offset).unwrap()].to_vec();
+        let mut index = BlockBuilder::new(1);
+        for (i, e) in t.index().iter().enumerate() {
+            let h = handle(i, e.handle);
+            let mut v = Vec::new();
+            put_varint(&mut v, h.offset);
+            put_varint(&mut v, h.size);
+            index.add(&e.last_key, &v);
+        }
+        let write = |out: &mut Vec<u8>, kind: BlockKind, contents: &[u8]| {
+            let start = out.len();
+            out.extend_from_slice(contents);
+            put_block_trailer(out, start, kind, start as u64);
+            BlockHandle {
+                offset: start as u64,
+                size: contents.len() as u64,
+            }
+        };
+        let mut index_bytes = Vec::new();
+        index.finish_into(&mut index_bytes);
+        let index_h = write(&mut out, BlockKind::Index, &index_bytes);
+        let mut p = t.properties().clone();
+        props(&mut p);
+        let props_h = write(&mut out, BlockKind::Properties, &p.encode());
+        let footer = Footer {
+            index: index_h,
+            properties: props_h,
+            ..f
+        };
+        out.extend_from_slice(&footer.encode());
+        fs.write_file(Path::new(PATH), &out).unwrap();
+        TableReader::open(fs, Path::new(PATH))
+    }
+
+    fn keep(_: usize, h: BlockHandle) -> BlockHandle {
+        h
+    }
+
+    #[test]
+    fn a_faithful_rewrite_opens() {
+        let fs = MemFs::new();
+        let bytes = table_bytes(&fs);
+        let t = rewrite(&fs, &bytes, keep, |_| {}).unwrap();
+        assert!(t.index().len() > 3);
+        assert_eq!(t.entries().count(), 200);
+    }
+
+    #[test]
+    fn block_handles_that_overflow_are_corruption() {
+        let fs = MemFs::new();
+        let bytes = table_bytes(&fs);
+        for bad in [
+            BlockHandle {
+                offset: 0,
+                size: u64::MAX - 2,
+            },
+            BlockHandle {
+                offset: u64::MAX - 1,
+                size: 10,
+            },
+            BlockHandle {
+                offset: u64::MAX,
+                size: u64::MAX,
+            },
+        ] {
+            let r = rewrite(&fs, &bytes, |i, h| if i == 1 { bad } else { h }, |_| {});
+            assert!(r.unwrap_err().is_corruption(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn index_disagreeing_with_the_properties_is_corruption() {
+        let fs = MemFs::new();
+        let bytes = table_bytes(&fs);
+        let cases: [fn(&mut TableProperties); 5] = [
+            |p| p.data_blocks += 1,
+            |p| p.data_blocks = 0,
+            |p| p.largest = key::encode(b"key0150", key::trailer(151, ValueKind::Put)),
+            |p| p.smallest = key::encode(b"zzz", key::trailer(1, ValueKind::Put)),
+            |p| {
+                p.entries = 0;
+                p.deletions = 0;
+                p.user_keys = 0;
+            },
+        ];
+        for (i, f) in cases.iter().enumerate() {
+            let r = rewrite(&fs, &bytes, keep, f);
+            assert!(r.unwrap_err().is_corruption(), "case {i}");
+        }
+    }
+
+    #[test]
+    fn properties_past_max_seq_are_corruption() {
+        let fs = MemFs::new();
+        let bytes = table_bytes(&fs);
+        let r = rewrite(&fs, &bytes, keep, |p| p.max_seq = key::MAX_SEQ + 1);
+        assert!(r.unwrap_err().is_corruption());
     }
 }
