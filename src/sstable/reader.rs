@@ -165,6 +165,7 @@ impl TableReader {
             .map_err(|d| corrupt(footer.properties.offset, format!("properties block: {d}")))?;
         let index_raw = reader.read_block(footer.index, BlockKind::Index, &mut cost)?;
         reader.index = reader.decode_index(index_raw)?;
+        reader.check_layout()?;
         reader.check_index_against_properties()?;
         if let Some(h) = footer.filter {
             let raw = reader.read_block(h, BlockKind::Filter, &mut cost)?;
@@ -211,6 +212,49 @@ impl TableReader {
             });
         }
         Ok(out)
+    }
+
+    /// The blocks tile the file in the order the builder writes them: data blocks from offset
+    /// 0, each starting where the one before ends, then the filter (if any), the index, the
+    /// properties and the footer. So no handle can point at another block (whose checksum,
+    /// bound to its own offset, would pass), overlap one, or leave bytes unaccounted for.
+    fn check_layout(&self) -> Result<()> {
+        let f = &self.footer;
+        let blocks = self.index.iter().map(|e| (BlockKind::Data, e.handle));
+        let meta = [
+            f.filter.map(|h| (BlockKind::Filter, h)),
+            Some((BlockKind::Index, f.index)),
+            Some((BlockKind::Properties, f.properties)),
+        ];
+        let mut next = 0u64;
+        for (kind, h) in blocks.chain(meta.into_iter().flatten()) {
+            let end = h
+                .checked_end()
+                .filter(|_| h.offset == next)
+                .ok_or_else(|| {
+                    Error::corruption(
+                        &self.path,
+                        h.offset,
+                        format!(
+                            "{} block at offset {} where the block before it ends at {next}",
+                            kind.name(),
+                            h.offset
+                        ),
+                    )
+                })?;
+            next = end;
+        }
+        if next != self.data_end() {
+            return Err(Error::corruption(
+                &self.path,
+                next,
+                format!(
+                    "{} bytes between the last block and the footer",
+                    self.data_end().saturating_sub(next)
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// The index and the properties describe the same entries: one data block per index
@@ -312,16 +356,32 @@ impl TableReader {
         })
     }
 
-    /// Decodes every entry of data block `i`.
+    /// Decodes every entry of data block `i`, and checks that they lie where the index says:
+    /// after the previous block's last key (block 0 starts at the table's smallest key), up to
+    /// and including this block's index key. Otherwise a get, which the index routes, and a
+    /// scan, which reads every entry, would disagree.
     pub(crate) fn data_block_entries(
         &self,
         i: usize,
         cost: &mut ReadCost,
     ) -> Result<Vec<BlockEntry>> {
         let offset = self.index[i].handle.offset;
-        self.data_block(i, cost)?
+        let bad = |d: &str| Error::corruption(&self.path, offset, format!("data block: {d}"));
+        let entries = self
+            .data_block(i, cost)?
             .entries()
-            .ok_or_else(|| Error::corruption(&self.path, offset, "data block: malformed entry"))
+            .ok_or_else(|| bad("malformed entry or keys out of order"))?;
+        let (Some((first, _)), Some((last, _))) = (entries.first(), entries.last()) else {
+            return Err(bad("no entries"));
+        };
+        let starts_right = match i.checked_sub(1) {
+            Some(prev) => key::cmp_encoded(&self.index[prev].last_key, first).is_lt(),
+            None => first[..] == self.properties.smallest[..],
+        };
+        if !starts_right || last[..] != self.index[i].last_key[..] {
+            return Err(bad("keys outside the range the index gives the block"));
+        }
+        Ok(entries)
     }
 
     /// Looks `user_key` up as of `seq`, reading at most one data block. Does not consult the
@@ -624,6 +684,94 @@ mod tests {
             let r = rewrite(&fs, &bytes, keep, f);
             assert!(r.unwrap_err().is_corruption(), "case {i}");
         }
+    }
+
+    #[test]
+    fn handles_that_break_the_layout_are_corruption() {
+        let fs = MemFs::new();
+        let bytes = table_bytes(&fs);
+        // Each handle below passes the bounds check; only the layout tells them apart.
+        let cases: [fn(usize, BlockHandle) -> BlockHandle; 4] = [
+            // Block 1 points at block 2 (whose checksum is valid at its own offset).
+            |i, h| {
+                if i == 1 {
+                    BlockHandle {
+                        offset: h.end(),
+                        ..h
+                    }
+                } else {
+                    h
+                }
+            },
+            // Block 0 starts late.
+            |i, h| {
+                if i == 0 {
+                    BlockHandle {
+                        offset: 1,
+                        size: h.size - 1,
+                    }
+                } else {
+                    h
+                }
+            },
+            // Block 2 is shorter than it is (a gap before block 3).
+            |i, h| {
+                if i == 2 {
+                    BlockHandle {
+                        size: h.size - 1,
+                        ..h
+                    }
+                } else {
+                    h
+                }
+            },
+            // Block 1 repeats block 0.
+            |i, h| {
+                if i == 1 {
+                    BlockHandle { offset: 0, ..h }
+                } else {
+                    h
+                }
+            },
+        ];
+        for (i, f) in cases.iter().enumerate() {
+            let r = rewrite(&fs, &bytes, f, |_| {});
+            assert!(r.unwrap_err().is_corruption(), "case {i}");
+        }
+    }
+
+    #[test]
+    fn index_keys_that_misplace_a_block_are_found_when_it_is_read() {
+        let fs = MemFs::new();
+        let bytes = table_bytes(&fs);
+        fs.write_file(Path::new(PATH), &bytes).unwrap();
+        let t = TableReader::open(&fs, Path::new(PATH)).unwrap();
+        let mut cost = ReadCost::default();
+        for i in 0..t.index().len() {
+            t.data_block_entries(i, &mut cost).unwrap();
+        }
+        // Index keys shifted so that block 1 claims keys up to block 2's last one: the table
+        // opens (the keys still ascend) but reading blocks 1 or 2 is corruption.
+        let mut index = t.index().to_vec();
+        index[1].last_key = index[2].last_key.clone();
+        index[2].last_key = Bytes::from(key::encode(
+            &key::user_key(&index[2].last_key)
+                .iter()
+                .chain(b"\0")
+                .copied()
+                .collect::<Vec<u8>>(),
+            key::trailer(1, ValueKind::Put),
+        ));
+        let moved = TableReader { index, ..t };
+        assert!(moved.data_block_entries(0, &mut cost).is_ok());
+        assert!(moved
+            .data_block_entries(1, &mut cost)
+            .unwrap_err()
+            .is_corruption());
+        assert!(moved
+            .data_block_entries(2, &mut cost)
+            .unwrap_err()
+            .is_corruption());
     }
 
     #[test]
