@@ -129,6 +129,8 @@ struct History {
     /// Per level (L0's stays empty): smallest user key -> number of the live table that
     /// starts there, to find an overlapping neighbour in `O(log n)`.
     starts: Vec<BTreeMap<Vec<u8>, u64>>,
+    /// L0 by sequence range: `min_seq` -> (`max_seq`, number).
+    l0_seqs: BTreeMap<u64, (u64, u64)>,
 }
 
 impl History {
@@ -137,7 +139,19 @@ impl History {
             retired: HashSet::new(),
             max_number: manifest_number,
             starts: vec![BTreeMap::new(); NUM_LEVELS],
+            l0_seqs: BTreeMap::new(),
         }
+    }
+
+    /// An L0 table whose sequence range meets a live one's, if any. Each L0 table is one
+    /// flushed memtable, and memtables hold disjoint, increasing ranges: a get, which asks L0
+    /// tables newest (largest `max_seq`) first and stops at the first that knows the key,
+    /// relies on it.
+    fn l0_seq_overlap(&self, m: &FileMeta) -> Option<u64> {
+        let before = self.l0_seqs.range(..=m.max_seq).next_back();
+        before
+            .filter(|(_, &(max, _))| max >= m.min_seq)
+            .map(|(_, &(_, n))| n)
     }
 }
 
@@ -151,7 +165,8 @@ impl History {
 /// * adding a table whose number is live (in any level, after the edit's deletions: a table
 ///   deleted and added by the same edit moved levels), was deleted by an earlier edit, or is
 ///   the manifest's own number;
-/// * tables of a level >= 1 whose user-key ranges overlap;
+/// * tables of a level >= 1 whose user-key ranges overlap, or L0 tables whose sequence
+///   ranges meet (each is one flushed memtable);
 /// * `next_file_number` not above every file number used so far (the manifest's own and every
 ///   table's, live or deleted), or `log_number` not below it. The counter is monotonic and is
 ///   read after the numbers an edit refers to were handed out, so this is corruption, not
@@ -188,6 +203,9 @@ fn apply_edit(
         if starts.get(meta.smallest_user()) == Some(&n) {
             starts.remove(meta.smallest_user());
         }
+        if l == 0 {
+            seen.l0_seqs.remove(&meta.min_seq);
+        }
     }
     for (l, m) in &edit.added {
         let (l, n) = (*l as usize, m.number);
@@ -215,6 +233,14 @@ fn apply_edit(
                 return Err(format!("table {n} overlaps table {} in L{l}", other.number));
             }
             starts.insert(lo.to_vec(), n);
+        } else {
+            if let Some(other) = seen.l0_seq_overlap(m) {
+                return Err(format!(
+                    "L0 table {n} has sequence numbers {}..={} which meet those of L0 table {other}",
+                    m.min_seq, m.max_seq
+                ));
+            }
+            seen.l0_seqs.insert(m.min_seq, (m.max_seq, n));
         }
         st.levels[l].insert(n, m.clone());
         seen.max_number = seen.max_number.max(n);
@@ -714,12 +740,56 @@ mod validation_tests {
         e.added.push((1, table(n(&st, 0), "a", "b", 1, 2)));
         e.added.push((1, table(n(&st, 1), "d", "f", 1, 2)));
         e.added.push((1, table(n(&st, 2), "c", "c", 1, 2)));
-        e.added.push((0, table(n(&st, 3), "a", "z", 1, 2)));
+        e.added.push((0, table(n(&st, 3), "a", "z", 3, 3)));
+        e.last_sequence = Some(3);
         let mut replace = edit(&st);
         replace.deleted.push((1, n(&st, 1)));
         replace.added.push((1, table(n(&st, 4), "d", "e", 1, 2)));
         let got = assert_accepted(&mem, &[e, replace]);
         assert_eq!(got.levels[1].len(), 3);
+    }
+
+    #[test]
+    fn l0_tables_with_meeting_sequence_ranges() {
+        // The live L0 table holds 1..=2.
+        for (min, max) in [(1, 2), (2, 5), (0, 1), (0, 9), (2, 2)] {
+            let (mem, st) = base();
+            let mut e = edit(&st);
+            e.added
+                .push((0, table(st.next_file_number, "p", "q", min, max)));
+            assert_refused(&mem, &[e]);
+        }
+        // Two in one edit.
+        let (mem, st) = base();
+        let mut e = edit(&st);
+        e.last_sequence = Some(9);
+        e.added
+            .push((0, table(st.next_file_number, "a", "b", 3, 6)));
+        e.added
+            .push((0, table(st.next_file_number + 1, "a", "b", 6, 9)));
+        assert_refused(&mem, &[e]);
+        // Disjoint ranges are fine, and a range is free again once its table is gone.
+        let (mem, st) = base();
+        let live = live_table(&st);
+        let mut e = edit(&st);
+        e.last_sequence = Some(9);
+        e.added
+            .push((0, table(st.next_file_number, "a", "b", 3, 6)));
+        e.added
+            .push((0, table(st.next_file_number + 1, "a", "b", 7, 9)));
+        let mut compacted = edit(&st);
+        compacted.deleted.push((0, live.number));
+        compacted
+            .added
+            .push((1, table(st.next_file_number + 2, "b", "d", 1, 2)));
+        let mut again = edit(&st);
+        again
+            .added
+            .push((0, table(st.next_file_number + 3, "x", "y", 1, 2)));
+        assert_eq!(
+            assert_accepted(&mem, &[e, compacted, again]).levels[0].len(),
+            3
+        );
     }
 
     #[test]
@@ -869,7 +939,7 @@ mod validation_tests {
         }
         // A table numbered at or above the counter.
         let e = VersionEdit {
-            added: vec![(0, table(st.next_file_number, "a", "b", 1, 2))],
+            added: vec![(3, table(st.next_file_number, "a", "b", 1, 2))],
             ..VersionEdit::default()
         };
         assert_refused(&mem, &[e]);
@@ -877,9 +947,9 @@ mod validation_tests {
         let (mem, st) = base();
         let n = st.next_file_number;
         let mut add = edit(&st);
-        add.added.push((0, table(n, "a", "b", 1, 2)));
+        add.added.push((3, table(n, "a", "b", 1, 2)));
         let mut delete = edit(&st);
-        delete.deleted.push((0, n));
+        delete.deleted.push((3, n));
         let back = VersionEdit {
             next_file_number: Some(n),
             ..VersionEdit::default()
