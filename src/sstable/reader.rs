@@ -163,6 +163,17 @@ impl TableReader {
         let props_raw = reader.read_block(footer.properties, BlockKind::Properties, &mut cost)?;
         reader.properties = TableProperties::decode(&props_raw)
             .map_err(|d| corrupt(footer.properties.offset, format!("properties block: {d}")))?;
+        // Every entry takes bytes: a count above the file size is damage, and bounding it
+        // bounds everything derived from it (the filter's key count, statistics).
+        if reader.properties.entries > file_size {
+            return Err(corrupt(
+                footer.properties.offset,
+                format!(
+                    "properties block: {} entries in a file of {file_size} bytes",
+                    reader.properties.entries
+                ),
+            ));
+        }
         let index_raw = reader.read_block(footer.index, BlockKind::Index, &mut cost)?;
         reader.index = reader.decode_index(index_raw)?;
         reader.check_layout()?;
@@ -170,6 +181,17 @@ impl TableReader {
         if let Some(h) = footer.filter {
             let raw = reader.read_block(h, BlockKind::Filter, &mut cost)?;
             let f = filter::decode(&raw).map_err(|e| corrupt(h.offset + e.offset, e.detail))?;
+            // The filter holds one hash per distinct user key (fewer if neighbours collide).
+            if f.keys() > reader.properties.user_keys {
+                return Err(corrupt(
+                    h.offset,
+                    format!(
+                        "filter over {} keys in a table of {} user keys",
+                        f.keys(),
+                        reader.properties.user_keys
+                    ),
+                ));
+            }
             if let Filter::Unknown(why) = &f {
                 log::warn!(
                     "{}: filter not used ({why}); reads of this table skip filtering",
@@ -772,6 +794,20 @@ mod tests {
             .data_block_entries(2, &mut cost)
             .unwrap_err()
             .is_corruption());
+    }
+
+    #[test]
+    fn counts_the_file_cannot_hold_are_corruption() {
+        let fs = MemFs::new();
+        let bytes = table_bytes(&fs);
+        // More entries than bytes.
+        let r = rewrite(&fs, &bytes, keep, |p| p.entries = 1 << 40);
+        assert!(r.unwrap_err().is_corruption());
+        // A filter over more keys than the table has (its checksums are intact: the
+        // properties changed).
+        let r = rewrite(&fs, &bytes, keep, |p| p.user_keys = 199);
+        assert!(r.unwrap_err().is_corruption());
+        assert!(rewrite(&fs, &bytes, keep, |p| p.user_keys = 200).is_ok());
     }
 
     #[test]
