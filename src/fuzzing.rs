@@ -1,6 +1,10 @@
 //! Entry points for the fuzz targets in `fuzz/` and for the test that replays their corpus on
 //! stable Rust. Each takes arbitrary bytes, runs one decoder over them, and must never panic
-//! or allocate more than a small multiple of the input. Not part of the stable API.
+//! or allocate more than a small multiple of the input. [`directory`] goes further: it opens a
+//! whole database directory built from the bytes and judges the answers too. Not part of the
+//! stable API.
+
+pub mod directory;
 
 use crate::fs::{FileSystem, MemFs};
 use crate::key;
@@ -86,6 +90,15 @@ pub fn manifest(data: &[u8]) {
     for payload in log_records(data, number) {
         let _ = crate::version::VersionEdit::decode(&payload);
     }
+}
+
+/// A whole database directory (files split from the input as [`directory::directory_input`]
+/// encodes them): open it, scan both ways, get every key, write, flush, compact, close,
+/// reopen. Panics on an error damage cannot cause (anything but corruption or I/O, such as a
+/// background thread's panic turned into [`Error::Poisoned`](crate::Error::Poisoned)) and on
+/// a wrong answer.
+pub fn directory(data: &[u8]) {
+    directory::directory(data);
 }
 
 /// A whole table file: open it, read every entry, look some keys up.
