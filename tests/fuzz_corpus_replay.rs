@@ -131,8 +131,11 @@ fn write_seeds() {
     }
 }
 
-/// The files of the database directory `/db` of `fs`, as (name, contents).
-fn directory_files(fs: &MemFs) -> Vec<(String, Vec<u8>)> {
+/// The files of a database directory, as (name, contents).
+type Files = Vec<(String, Vec<u8>)>;
+
+/// The files of the database directory `/db` of `fs`.
+fn directory_files(fs: &MemFs) -> Files {
     let dir = Path::new("/db");
     let mut names = fs.list(dir).unwrap();
     names.sort();
@@ -154,7 +157,7 @@ fn memfs_options(fs: &MemFs) -> Options {
 
 /// Whole directories of real databases, each under several flag combinations: the inputs of
 /// the `directory` target (see `siltdb::fuzzing::directory`).
-fn directory_seeds() -> Vec<(&'static str, Vec<(String, Vec<u8>)>)> {
+fn directory_seeds() -> Vec<(&'static str, Files)> {
     let mut out = Vec::new();
     // A table in L0, a manifest of several edits, and unflushed writes in the WAL.
     let fs = MemFs::new();

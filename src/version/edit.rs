@@ -206,8 +206,10 @@ impl VersionEdit {
                     e.log_number = Some(bounded(v, 0, MAX_FILE_NUMBER, "log number")?);
                 }
                 T_NEXT_FILE => {
+                    // Up to one past the largest: every number is used up.
                     let v = r.varint().ok_or_else(trunc)?;
-                    e.next_file_number = Some(bounded(v, 1, MAX_FILE_NUMBER, "next file number")?);
+                    e.next_file_number =
+                        Some(bounded(v, 1, MAX_FILE_NUMBER + 1, "next file number")?);
                 }
                 T_LAST_SEQ => {
                     let v = r.varint().ok_or_else(trunc)?;
@@ -329,7 +331,8 @@ mod tests {
         assert!(with(|e| e.last_sequence = Some(MAX_SEQ + 1)).is_err());
         assert!(with(|e| e.last_sequence = Some(MAX_SEQ)).is_ok());
         assert!(with(|e| e.next_file_number = Some(0)).is_err());
-        assert!(with(|e| e.next_file_number = Some(MAX_FILE_NUMBER + 1)).is_err());
+        assert!(with(|e| e.next_file_number = Some(MAX_FILE_NUMBER + 1)).is_ok());
+        assert!(with(|e| e.next_file_number = Some(MAX_FILE_NUMBER + 2)).is_err());
         assert!(with(|e| e.log_number = Some(u64::MAX)).is_err());
         assert!(with(|e| e.log_number = Some(0)).is_ok());
         assert!(with(|e| e.deleted = vec![(1, 0)]).is_err());

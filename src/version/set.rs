@@ -251,8 +251,9 @@ fn apply_edit(
             ));
         }
     }
+    let moved: HashSet<u64> = edit.added.iter().map(|(_, m)| m.number).collect();
     for &(_, n) in &edit.deleted {
-        if !edit.added.iter().any(|(_, m)| m.number == n) {
+        if !moved.contains(&n) {
             seen.retired.insert(n);
         }
     }
@@ -315,8 +316,9 @@ impl VersionSet {
             }
         }
         version.sort_levels();
-        // `replay_manifest` checked that the counters are above every table's sequence
-        // numbers and file number (a manifest where they are not is corrupt, not repaired).
+        // `replay_manifest` checked that the last sequence is at or above every table's
+        // sequence numbers and the file counter above every file number (a manifest where
+        // they are not is corrupt, not repaired).
         VersionSet {
             fs,
             dir: dir.to_path_buf(),
@@ -378,7 +380,11 @@ impl VersionSet {
     fn snapshot_edit(&self) -> VersionEdit {
         VersionEdit {
             log_number: Some(self.log_number),
-            next_file_number: Some(self.next_file.load(Ordering::SeqCst)),
+            next_file_number: Some(
+                self.next_file
+                    .load(Ordering::SeqCst)
+                    .min(filename::MAX_FILE_NUMBER + 1),
+            ),
             last_sequence: Some(self.last_sequence),
             compact_pointers: self
                 .compact_pointers
@@ -409,8 +415,13 @@ impl VersionSet {
         res
     }
 
+    /// A number for a new file, refused past [`filename::MAX_FILE_NUMBER`].
+    fn checked_file_number(&self) -> Result<u64> {
+        filename::check_new_number(&self.dir, self.new_file_number())
+    }
+
     fn write_new_manifest_inner(&mut self) -> Result<()> {
-        let number = self.new_file_number();
+        let number = self.checked_file_number()?;
         let path = self.dir.join(filename::manifest_name(number));
         let file = self
             .fs
@@ -424,7 +435,7 @@ impl VersionSet {
         self.fs
             .sync_dir(&self.dir)
             .map_err(|e| io_context("sync directory", &self.dir, e))?;
-        let tmp = filename::temp_name(self.new_file_number());
+        let tmp = filename::temp_name(self.checked_file_number()?);
         let contents = format!("{}\n", filename::manifest_name(number));
         fs::write_atomic(
             self.fs.as_ref(),
@@ -459,8 +470,18 @@ impl VersionSet {
         opened: &[Arc<TableHandle>],
     ) -> Result<Arc<Version>> {
         self.check_usable()?;
+        // Numbers past the largest would not be read back: refuse the edit, not the next open.
+        for n in edit
+            .log_number
+            .iter()
+            .chain(edit.added.iter().map(|(_, m)| &m.number))
+        {
+            filename::check_new_number(&self.dir, *n)?;
+        }
         let next = self.current.apply(&edit, opened)?;
-        edit.next_file_number = Some(self.next_file.load(Ordering::SeqCst));
+        // A counter pushed past the largest number handed out nothing valid beyond it.
+        let counter = self.next_file.load(Ordering::SeqCst);
+        edit.next_file_number = Some(counter.min(filename::MAX_FILE_NUMBER + 1));
         let last = edit.last_sequence.unwrap_or(0).max(self.last_sequence);
         edit.last_sequence = Some(last);
         let m = self
@@ -962,5 +983,58 @@ mod validation_tests {
             ..VersionEdit::default()
         };
         assert_refused(&mem, &[e]);
+    }
+}
+
+/// A directory holding a file numbered near [`filename::MAX_FILE_NUMBER`] (found by the
+/// `directory` fuzz target: an open wrote `MANIFEST-72057594037927936`, which the next open
+/// could not read).
+#[cfg(test)]
+mod number_limit_tests {
+    use super::*;
+    use crate::fs::MemFs;
+
+    fn options(mem: &MemFs) -> crate::Options {
+        crate::Options::default()
+            .auto_compaction(false)
+            .file_system(Arc::new(mem.clone()))
+    }
+
+    #[test]
+    fn numbers_near_the_largest_never_name_an_unreadable_manifest_or_table() {
+        for below in 0..8u64 {
+            let mem = MemFs::new();
+            let db = crate::Db::open_with("/db", options(&mem)).unwrap();
+            db.insert("k", "v").unwrap();
+            db.close().unwrap();
+            let n = filename::MAX_FILE_NUMBER - below;
+            mem.write_file(&Path::new("/db").join(filename::temp_name(n)), b"")
+                .unwrap();
+            let db = match crate::Db::open_with("/db", options(&mem)) {
+                Ok(db) => db,
+                Err(e) => {
+                    assert!(e.is_corruption(), "{below}: {e:?}");
+                    continue;
+                }
+            };
+            assert_eq!(db.get("k").unwrap(), Some(b"v".to_vec()));
+            // Flushing needs numbers too: refused once they are used up.
+            if let Err(e) = db.flush() {
+                assert!(e.is_corruption(), "{below}: {e:?}");
+            }
+            db.close().unwrap();
+            for name in mem.list(Path::new("/db")).unwrap() {
+                // (A WAL's number is handed out in `db.rs`, unchecked for now.)
+                if name.starts_with("MANIFEST-") || name.ends_with(".sst") {
+                    assert!(filename::parse(&name).is_some(), "{below}: {name}");
+                }
+            }
+            let current = read_current(&mem, Path::new("/db")).unwrap().unwrap();
+            assert!(current <= filename::MAX_FILE_NUMBER);
+            match crate::Db::open_with("/db", options(&mem)) {
+                Ok(db) => assert_eq!(db.get("k").unwrap(), Some(b"v".to_vec())),
+                Err(e) => assert!(e.is_corruption(), "{below}: {e:?}"),
+            }
+        }
     }
 }
