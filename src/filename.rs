@@ -3,7 +3,15 @@
 //! `NNNNNN.sst` tables, `NNNNNN.wal` write-ahead logs, `MANIFEST-NNNNNN`, `CURRENT` (the name
 //! of the live manifest and a newline), `LOCK`, and `NNNNNN.dbtmp` temporaries. One increasing
 //! file number is shared by all numbered kinds.
+//!
+//! File numbers are at most [`MAX_FILE_NUMBER`]: a name with a larger number is not one of
+//! ours, and a manifest that records one is corrupt. The bound is far beyond what a counter
+//! bumped once per file can reach, and leaves room to add one to any number without overflow.
+//! Only damage (a file or a manifest naming a number near the bound) brings the counter there,
+//! and then writers refuse to hand out a number past it ([`check_new_number`]) rather than
+//! create a file that the next open would not recognise.
 
+use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
 
 /// What a file in a database directory is.
@@ -21,6 +29,26 @@ pub enum FileKind {
     Current,
     /// `LOCK`
     Lock,
+}
+
+/// The largest file number (2^56 - 1, like the largest sequence number).
+pub const MAX_FILE_NUMBER: u64 = (1 << 56) - 1;
+
+/// Passes a number just handed out for a new file in `dir`, or refuses one past
+/// [`MAX_FILE_NUMBER`]: the numbers are used up, which only a damaged directory or manifest
+/// (a number near the bound) can bring about.
+pub(crate) fn check_new_number(dir: &Path, n: u64) -> Result<u64> {
+    if n <= MAX_FILE_NUMBER {
+        return Ok(n);
+    }
+    Err(Error::corruption(
+        dir,
+        0,
+        format!(
+            "file number {n} is past the largest, {MAX_FILE_NUMBER}: the numbers are used up \
+             (a file or the manifest holds a number near the largest)"
+        ),
+    ))
 }
 
 pub(crate) const CURRENT: &str = "CURRENT";
@@ -57,7 +85,7 @@ fn number(s: &str) -> Option<u64> {
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    s.parse().ok()
+    s.parse().ok().filter(|&n| n <= MAX_FILE_NUMBER)
 }
 
 /// Classifies a file name; `None` for names siltdb does not use.
@@ -106,6 +134,26 @@ mod tests {
         assert_eq!(parse("12.txt"), None);
         assert_eq!(parse("MANIFEST-"), None);
         assert_eq!(parse("+1.sst"), None);
+        assert_eq!(
+            parse(&table_name(MAX_FILE_NUMBER)),
+            Some(FileKind::Table(MAX_FILE_NUMBER))
+        );
+        assert_eq!(parse(&table_name(MAX_FILE_NUMBER + 1)), None);
+        assert_eq!(parse(&wal_name(u64::MAX)), None);
+        assert_eq!(parse("99999999999999999999999.wal"), None);
+    }
+
+    #[test]
+    fn new_numbers_stop_at_the_largest() {
+        let dir = Path::new("/db");
+        assert_eq!(check_new_number(dir, 7).unwrap(), 7);
+        assert_eq!(
+            check_new_number(dir, MAX_FILE_NUMBER).unwrap(),
+            MAX_FILE_NUMBER
+        );
+        for n in [MAX_FILE_NUMBER + 1, u64::MAX] {
+            assert!(check_new_number(dir, n).unwrap_err().is_corruption());
+        }
     }
 
     #[test]

@@ -141,7 +141,7 @@ pub struct WalOp {
 
 /// Decodes a WAL record payload into its operations; `None` if it is malformed.
 pub fn decode_wal_payload(payload: &[u8]) -> Option<Vec<WalOp>> {
-    let batch = wal::decode_payload(payload.to_vec())?;
+    let batch = wal::decode_payload(payload.to_vec()).ok()?;
     Some(
         batch
             .ops

@@ -9,17 +9,24 @@
 //!
 //! The ops of a payload get sequence numbers `first_seq, first_seq + 1, ...`. A payload is
 //! applied whole or not at all, which is what makes a batch atomic across a crash.
+//!
+//! Read back, a payload must be one a writer can have produced: its sequence numbers lie in
+//! `1..=MAX_SEQ` (0 is never assigned), `count` fits in its bytes, and inside one file each
+//! record's sequence numbers start above the previous record's.
 
 use crate::encoding::{put_bytes, put_u32, put_u64, Reader};
 use crate::error::{io_context, Error, Result};
 use crate::fs::{FileSystem, WritableFile};
-use crate::key::{SeqNo, ValueKind};
+use crate::key::{SeqNo, ValueKind, MAX_SEQ};
 use crate::record::{self, RecordReader, RecordWriter, TailReport, HEADER_LEN};
 use bytes::Bytes;
 use std::path::{Path, PathBuf};
 
 /// Size of the fixed part of a payload (`first_seq`, `count`).
 pub(crate) const PAYLOAD_HEADER_LEN: usize = 12;
+
+/// The fewest bytes one op takes: the kind and a one-byte key length (an empty delete).
+const MIN_OP_LEN: usize = 2;
 
 /// Appends one operation in the WAL op encoding.
 pub(crate) fn encode_op(out: &mut Vec<u8>, kind: ValueKind, key: &[u8], value: &[u8]) {
@@ -63,14 +70,59 @@ pub(crate) struct WalBatch {
     pub(crate) ops: Vec<Op<Bytes>>,
 }
 
-/// Decodes a payload; the ops share the payload's buffer.
-pub(crate) fn decode_payload(payload: Vec<u8>) -> Option<WalBatch> {
+impl WalBatch {
+    /// The sequence number of the last op; `None` for a record without ops. Cannot overflow:
+    /// [`decode_payload`] checked that it is at most [`MAX_SEQ`].
+    pub(crate) fn last_seq(&self) -> Option<SeqNo> {
+        let count = u64::try_from(self.ops.len()).ok()?;
+        self.first_seq.checked_add(count.checked_sub(1)?)
+    }
+}
+
+/// Checks the fixed fields of a payload against each other and its size: `Err` says why no
+/// writer can have written them.
+fn check_counts(first_seq: SeqNo, count: u32, ops_len: usize) -> std::result::Result<(), String> {
+    let room = ops_len / MIN_OP_LEN;
+    if usize::try_from(count).ok().is_none_or(|c| c > room) {
+        return Err(format!(
+            "{count} ops cannot fit in {ops_len} bytes (each takes at least {MIN_OP_LEN})"
+        ));
+    }
+    if count == 0 {
+        // No op gets a sequence number; still, no writer puts one out of range there.
+        return if first_seq <= MAX_SEQ {
+            Ok(())
+        } else {
+            Err(format!("sequence number {first_seq} is above {MAX_SEQ}"))
+        };
+    }
+    if first_seq == 0 {
+        return Err("sequence number 0 is never assigned".into());
+    }
+    match first_seq.checked_add(u64::from(count) - 1) {
+        Some(last) if last <= MAX_SEQ => Ok(()),
+        _ => Err(format!(
+            "{count} ops from sequence number {first_seq} go past the largest, {MAX_SEQ}"
+        )),
+    }
+}
+
+/// Decodes a payload; the ops share the payload's buffer. `Err` says what is malformed.
+pub(crate) fn decode_payload(payload: Vec<u8>) -> std::result::Result<WalBatch, String> {
     let mut r = Reader::new(&payload);
-    let first_seq = r.u64()?;
-    let count = r.u32()?;
+    let (first_seq, count) = match (r.u64(), r.u32()) {
+        (Some(s), Some(c)) => (s, c),
+        _ => {
+            return Err(format!(
+                "payload of {} bytes is shorter than its {PAYLOAD_HEADER_LEN}-byte header",
+                payload.len()
+            ))
+        }
+    };
     let buf = Bytes::from(payload);
     let ops_bytes = &buf[PAYLOAD_HEADER_LEN..];
-    let decoded = decode_ops(ops_bytes, count)?;
+    check_counts(first_seq, count, ops_bytes.len())?;
+    let decoded = decode_ops(ops_bytes, count).ok_or("malformed ops")?;
     let base = buf.as_ptr() as usize;
     let slice = |s: &[u8]| {
         let start = s.as_ptr() as usize - base;
@@ -92,7 +144,7 @@ pub(crate) fn decode_payload(payload: Vec<u8>) -> Option<WalBatch> {
             },
         })
         .collect();
-    Some(WalBatch {
+    Ok(WalBatch {
         offset: 0,
         first_seq,
         ops,
@@ -151,7 +203,8 @@ impl WalWriter {
 }
 
 /// Replays the WAL at `path`, calling `apply` for every payload in order. Returns what was cut
-/// off as a torn tail. A malformed payload inside a record with a valid checksum, or a bad
+/// off as a torn tail. A malformed payload inside a record with a valid checksum, a record
+/// whose sequence numbers do not start above the previous record's in this file, or a bad
 /// record with valid ones after it, is [`Error::Corruption`].
 pub(crate) fn replay(
     fs: &dyn FileSystem,
@@ -161,15 +214,29 @@ pub(crate) fn replay(
 ) -> Result<TailReport> {
     let file = fs.open(path).map_err(|e| io_context("open", path, e))?;
     let mut reader = RecordReader::new(file, path, number);
+    let mut prev_last: Option<SeqNo> = None;
     while let Some(rec) = reader.next()? {
         let offset = rec.offset;
-        let mut batch = decode_payload(rec.payload).ok_or_else(|| {
+        let mut batch = decode_payload(rec.payload).map_err(|d| {
             Error::corruption(
                 path,
                 offset,
-                "WAL record has a valid checksum but bad contents",
+                format!("WAL record has a valid checksum but bad contents: {d}"),
             )
         })?;
+        if let Some(last) = batch.last_seq() {
+            if let Some(prev) = prev_last.filter(|&p| batch.first_seq <= p) {
+                return Err(Error::corruption(
+                    path,
+                    offset,
+                    format!(
+                        "sequence numbers go backwards: the record starts at {} but the one before it ended at {prev}",
+                        batch.first_seq
+                    ),
+                ));
+            }
+            prev_last = Some(last);
+        }
         batch.offset = offset;
         apply(batch)?;
     }
@@ -213,16 +280,168 @@ mod tests {
 
     #[test]
     fn decode_rejects_garbage_without_panicking() {
-        assert!(decode_payload(vec![]).is_none());
-        assert!(decode_payload(vec![0; 12]).is_some()); // zero ops is well-formed
+        assert!(decode_payload(vec![]).is_err());
+        assert!(decode_payload(vec![0; 12]).is_ok()); // zero ops is well-formed
         let mut p = vec![0u8; 8];
         p.extend_from_slice(&5u32.to_le_bytes());
         p.extend_from_slice(&[1, 0xff, 0xff, 0xff, 0xff, 0x0f]);
-        assert!(decode_payload(p).is_none());
+        assert!(decode_payload(p).is_err());
         // Trailing bytes after the declared ops are rejected.
         let mut p = vec![0u8; 8];
         p.extend_from_slice(&0u32.to_le_bytes());
         p.push(7);
-        assert!(decode_payload(p).is_none());
+        assert!(decode_payload(p).is_err());
+    }
+
+    /// A payload of `count` empty deletes starting at `first_seq`.
+    fn payload(first_seq: u64, count: u32) -> Vec<u8> {
+        let mut p = Vec::new();
+        put_u64(&mut p, first_seq);
+        put_u32(&mut p, count);
+        for _ in 0..count {
+            encode_op(&mut p, ValueKind::Delete, b"", b"");
+        }
+        p
+    }
+
+    #[test]
+    fn decode_range_checks_sequence_numbers() {
+        assert_eq!(
+            decode_payload(payload(MAX_SEQ, 1)).unwrap().last_seq(),
+            Some(MAX_SEQ)
+        );
+        assert_eq!(
+            decode_payload(payload(MAX_SEQ - 2, 3)).unwrap().last_seq(),
+            Some(MAX_SEQ)
+        );
+        assert_eq!(decode_payload(payload(7, 0)).unwrap().last_seq(), None);
+        for (first, count) in [
+            (MAX_SEQ, 2),
+            (MAX_SEQ + 1, 1),
+            (u64::MAX, 1),
+            (u64::MAX - 1, 3), // first_seq + count - 1 overflows a u64
+            (0, 1),            // sequence 0 is never assigned
+            (u64::MAX, 0),
+        ] {
+            assert!(
+                decode_payload(payload(first, count)).is_err(),
+                "first_seq {first} count {count}"
+            );
+        }
+    }
+
+    #[test]
+    fn decode_rejects_a_count_the_bytes_cannot_hold() {
+        let mut p = payload(5, 2);
+        p[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(decode_payload(p).is_err());
+        let mut p = payload(5, 2);
+        p[8..12].copy_from_slice(&3u32.to_le_bytes());
+        assert!(decode_payload(p).is_err());
+    }
+
+    /// Writes records with the given (first_seq, count) to a WAL and replays it.
+    fn replay_records(records: &[(u64, u32)]) -> (PathBuf, Vec<u64>, Result<TailReport>) {
+        let fs = MemFs::new();
+        fs.create_dir_all(Path::new("/d")).unwrap();
+        let p = PathBuf::from("/d/000003.wal");
+        let mut offsets = Vec::new();
+        let mut bytes = Vec::new();
+        for &(first, count) in records {
+            offsets.push(bytes.len() as u64);
+            bytes.extend_from_slice(&record::frame(&payload(first, count), 3));
+        }
+        fs.write_file(&p, &bytes).unwrap();
+        let res = replay(&fs, &p, 3, |_| Ok(()));
+        (p, offsets, res)
+    }
+
+    #[test]
+    fn sequence_numbers_going_backwards_in_a_file_are_corruption() {
+        assert!(replay_records(&[(1, 2), (3, 1), (10, 5), (20, 0), (15, 1)])
+            .2
+            .is_ok());
+        for (records, bad) in [
+            (&[(1, 2), (2, 1)][..], 1),         // overlaps the record before
+            (&[(5, 1), (5, 1)][..], 1),         // repeats it
+            (&[(1, 1), (9, 3), (4, 1)][..], 2), // goes back
+            (&[(1, 1), (8, 0), (1, 1)][..], 2), // an empty record in between changes nothing
+        ] {
+            let (path, offsets, res) = replay_records(records);
+            match res {
+                Err(Error::Corruption { file, offset, .. }) => {
+                    assert_eq!((file, offset), (path, offsets[bad]), "{records:?}");
+                }
+                other => panic!("{records:?}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn overflowing_record_is_corruption_naming_the_wal() {
+        let (path, offsets, res) = replay_records(&[(1, 1), (u64::MAX - 1, 3)]);
+        match res {
+            Err(Error::Corruption { file, offset, .. }) => {
+                assert_eq!((file, offset), (path, offsets[1]));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A database whose WAL holds two writes (sequence numbers 1 and 2), closed without a
+    /// flush, and the path of that WAL.
+    fn db_with_unflushed_wal() -> (MemFs, PathBuf) {
+        let fs = MemFs::new();
+        let opts = crate::Options::default().file_system(std::sync::Arc::new(fs.clone()));
+        let db = crate::Db::open_with("/db", opts).unwrap();
+        db.insert("a", "1").unwrap();
+        db.insert("b", "2").unwrap();
+        db.close().unwrap();
+        let wal = fs
+            .list(Path::new("/db"))
+            .unwrap()
+            .into_iter()
+            .find(|n| n.ends_with(".wal"))
+            .unwrap();
+        (fs, Path::new("/db").join(wal))
+    }
+
+    /// Appends a record to the WAL at `path` and reopens the database: the error, and the
+    /// offset the record went to.
+    fn append_and_open(fs: &MemFs, path: &Path, payload: &[u8]) -> (Error, u64) {
+        let number = match crate::filename::parse(path.file_name().unwrap().to_str().unwrap()) {
+            Some(crate::filename::FileKind::Wal(n)) => n,
+            other => panic!("{other:?}"),
+        };
+        let mut bytes = fs.read_file(path).unwrap();
+        let offset = bytes.len() as u64;
+        bytes.extend_from_slice(&record::frame(payload, number));
+        fs.write_file(path, &bytes).unwrap();
+        let opts = crate::Options::default().file_system(std::sync::Arc::new(fs.clone()));
+        (crate::Db::open_with("/db", opts).unwrap_err(), offset)
+    }
+
+    #[test]
+    fn open_refuses_a_wal_going_backwards() {
+        let (fs, wal) = db_with_unflushed_wal();
+        let (e, at) = append_and_open(&fs, &wal, &payload(2, 1));
+        assert!(
+            matches!(&e, Error::Corruption { file, offset, .. } if *file == wal && *offset == at),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn open_refuses_a_wal_record_overflowing_the_sequence_numbers() {
+        for (first, count) in [(u64::MAX - 1, 3), (MAX_SEQ, 2), (3, u32::MAX)] {
+            let (fs, wal) = db_with_unflushed_wal();
+            let mut p = payload(first, count.min(4));
+            p[8..12].copy_from_slice(&count.to_le_bytes());
+            let (e, at) = append_and_open(&fs, &wal, &p);
+            assert!(
+                matches!(&e, Error::Corruption { file, offset, .. } if *file == wal && *offset == at),
+                "{first} {count}: {e:?}"
+            );
+        }
     }
 }

@@ -68,6 +68,7 @@ impl<'a> Outputs<'a> {
     fn add(&mut self, user_key: &[u8], trailer: u64, value: &[u8]) -> Result<()> {
         if self.current.is_none() {
             let number = self.ctx.file_numbers.fetch_add(1, Ordering::SeqCst);
+            let number = filename::check_new_number(self.ctx.dir, number)?;
             self.ctx.pending_outputs.lock().insert(number);
             let path = filename::table_path(self.ctx.dir, number);
             let builder = TableBuilder::create(

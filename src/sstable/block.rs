@@ -168,9 +168,10 @@ impl Block {
         (e.shared == 0).then(|| &self.data[e.key_delta])
     }
 
-    /// Decodes every entry in order; `None` if any is malformed.
+    /// Decodes every entry in order; `None` if any is malformed or the keys do not strictly
+    /// increase (in internal-key order): a block out of order would answer seeks wrongly.
     pub(crate) fn entries(&self) -> Option<Vec<BlockEntry>> {
-        let mut out = Vec::new();
+        let mut out: Vec<BlockEntry> = Vec::new();
         let mut pos = 0;
         let mut key: Vec<u8> = Vec::new();
         while pos < self.entries_end {
@@ -180,6 +181,12 @@ impl Block {
             }
             key.truncate(e.shared);
             key.extend_from_slice(&self.data[e.key_delta.clone()]);
+            if out
+                .last()
+                .is_some_and(|(prev, _)| !key::cmp_encoded(prev, &key).is_lt())
+            {
+                return None;
+            }
             out.push((Bytes::copy_from_slice(&key), self.data.slice(e.value)));
             pos = e.next;
         }
@@ -206,6 +213,7 @@ impl Block {
         }
         let mut pos = self.restart(lo).ok_or(())?;
         let mut key: Vec<u8> = Vec::new();
+        let mut prev: Vec<u8> = Vec::new();
         while pos < self.entries_end {
             let e = self.raw_entry(pos).ok_or(())?;
             if e.shared > key.len() {
@@ -213,9 +221,14 @@ impl Block {
             }
             key.truncate(e.shared);
             key.extend_from_slice(&self.data[e.key_delta.clone()]);
+            // The keys this seek walks past must increase, or the answer could be wrong.
+            if !prev.is_empty() && !key::cmp_encoded(&prev, &key).is_lt() {
+                return Err(());
+            }
             if cmp(&key)? != Ordering::Less {
                 return Ok(Some((Bytes::from(key), self.data.slice(e.value))));
             }
+            prev.clone_from(&key);
             pos = e.next;
         }
         Ok(None)
@@ -280,6 +293,27 @@ mod tests {
         let b = Block::parse(Bytes::from(raw)).unwrap();
         assert!(b.entries().is_none());
         assert!(b.seek(b"a", 0).is_err());
+    }
+
+    #[test]
+    fn keys_out_of_order_are_rejected() {
+        let put = |k: &[u8], seq| encode(k, trailer(seq, ValueKind::Put));
+        for keys in [
+            vec![put(b"b", 1), put(b"a", 1)],
+            vec![put(b"a", 1), put(b"a", 1)],
+            vec![put(b"a", 1), put(b"a", 2)], // newer versions come first
+        ] {
+            // One restart interval, so that a seek walks the keys in stored order.
+            let mut b = BlockBuilder::new(16);
+            for k in &keys {
+                b.add(k, b"v");
+            }
+            let mut out = Vec::new();
+            b.finish_into(&mut out);
+            let block = Block::parse(Bytes::from(out)).unwrap();
+            assert!(block.entries().is_none(), "{keys:?}");
+            assert!(block.seek(b"z", lookup_trailer(9)).is_err(), "{keys:?}");
+        }
     }
 
     proptest! {

@@ -64,9 +64,17 @@ pub struct BlockHandle {
 }
 
 impl BlockHandle {
-    /// Offset just past the block's trailer.
+    /// Offset just past the block's trailer (`u64::MAX` if a damaged handle overflows).
     pub fn end(&self) -> u64 {
-        self.offset + self.size + BLOCK_TRAILER_LEN as u64
+        self.checked_end().unwrap_or(u64::MAX)
+    }
+
+    /// Offset just past the block's trailer; `None` if it does not fit in a `u64`, as only a
+    /// handle read from damaged bytes can.
+    pub(crate) fn checked_end(&self) -> Option<u64> {
+        self.offset
+            .checked_add(self.size)?
+            .checked_add(BLOCK_TRAILER_LEN as u64)
     }
 }
 
@@ -233,6 +241,16 @@ mod tests {
             Footer::decode(&arr),
             Err(FooterError::UnsupportedVersion(9))
         );
+    }
+
+    #[test]
+    fn handle_end_does_not_overflow() {
+        let h = |offset, size| BlockHandle { offset, size };
+        assert_eq!(h(10, 20).checked_end(), Some(35));
+        assert_eq!(h(u64::MAX - 4, 0).checked_end(), None);
+        assert_eq!(h(1, u64::MAX).checked_end(), None);
+        assert_eq!(h(1, u64::MAX - 5).checked_end(), None);
+        assert_eq!(h(u64::MAX, u64::MAX).end(), u64::MAX);
     }
 
     #[test]

@@ -6,9 +6,11 @@
 //! ```
 //!
 //! Integer fields hold one varint. Unknown tags are skipped, so fields can be added without a
-//! format version change.
+//! format version change. Decoding checks what the fields say about each other (sequence
+//! numbers in range and ordered, counts within the entries, a key range in order).
 
 use crate::encoding::{put_bytes, put_varint, Reader};
+use crate::key::{self, MAX_SEQ};
 
 const T_ENTRIES: u64 = 1;
 const T_DELETIONS: u64 = 2;
@@ -82,8 +84,48 @@ impl TableProperties {
         out
     }
 
-    /// Decodes a properties block; `None` if malformed.
-    pub(crate) fn decode(buf: &[u8]) -> Option<TableProperties> {
+    /// Decodes a properties block; `Err` says what is malformed or impossible.
+    pub(crate) fn decode(buf: &[u8]) -> Result<TableProperties, String> {
+        let p = Self::decode_fields(buf).ok_or("malformed field")?;
+        p.check()?;
+        Ok(p)
+    }
+
+    /// What a writer cannot have produced: sequence numbers past [`MAX_SEQ`] or out of order,
+    /// more tombstones or user keys than entries, and for a table with entries, bounding keys
+    /// that are not internal keys in order.
+    fn check(&self) -> Result<(), String> {
+        if self.max_seq > MAX_SEQ || self.min_seq > MAX_SEQ {
+            return Err(format!(
+                "sequence numbers {}..={} go past the largest, {MAX_SEQ}",
+                self.min_seq, self.max_seq
+            ));
+        }
+        if self.deletions > self.entries || self.user_keys > self.entries {
+            return Err(format!(
+                "{} tombstones and {} user keys among {} entries",
+                self.deletions, self.user_keys, self.entries
+            ));
+        }
+        if self.entries == 0 {
+            return Ok(());
+        }
+        if self.min_seq > self.max_seq {
+            return Err(format!(
+                "min_seq {} is above max_seq {}",
+                self.min_seq, self.max_seq
+            ));
+        }
+        if key::decode(&self.smallest).is_none() || key::decode(&self.largest).is_none() {
+            return Err("malformed smallest or largest key".into());
+        }
+        if key::cmp_encoded(&self.smallest, &self.largest).is_gt() {
+            return Err("smallest key is above the largest".into());
+        }
+        Ok(())
+    }
+
+    fn decode_fields(buf: &[u8]) -> Option<TableProperties> {
         let mut p = TableProperties::default();
         let mut r = Reader::new(buf);
         while !r.is_empty() {
@@ -134,7 +176,44 @@ mod tests {
         };
         let mut enc = p.encode();
         enc.extend_from_slice(&[99, 2, 7, 7]); // a future field
-        assert_eq!(TableProperties::decode(&enc), Some(p));
-        assert_eq!(TableProperties::decode(&[1, 5, 0]), None);
+        assert_eq!(TableProperties::decode(&enc), Ok(p));
+        assert!(TableProperties::decode(&[1, 5, 0]).is_err());
+        // An empty table (no field set) is well-formed.
+        assert_eq!(TableProperties::decode(&[]), Ok(TableProperties::default()));
+    }
+
+    #[test]
+    fn impossible_values_are_rejected() {
+        let good = TableProperties {
+            entries: 2,
+            deletions: 1,
+            user_keys: 2,
+            smallest: key::encode(b"a", key::trailer(7, key::ValueKind::Put)),
+            largest: key::encode(b"b", key::trailer(3, key::ValueKind::Delete)),
+            min_seq: 3,
+            max_seq: 7,
+            ..TableProperties::default()
+        };
+        assert!(TableProperties::decode(&good.encode()).is_ok());
+        let bad: [fn(&mut TableProperties); 8] = [
+            |p| p.max_seq = MAX_SEQ + 1,
+            |p| p.max_seq = u64::MAX,
+            |p| p.min_seq = 8,
+            |p| p.deletions = 3,
+            |p| p.user_keys = 3,
+            |p| p.smallest = b"short".to_vec(),
+            |p| std::mem::swap(&mut p.smallest, &mut p.largest),
+            |p| {
+                p.entries = 0;
+                p.deletions = 0;
+                p.user_keys = 0;
+                p.min_seq = u64::MAX;
+            },
+        ];
+        for (i, f) in bad.iter().enumerate() {
+            let mut p = good.clone();
+            f(&mut p);
+            assert!(TableProperties::decode(&p.encode()).is_err(), "case {i}");
+        }
     }
 }

@@ -239,14 +239,23 @@ impl TableReader {
         };
         let mut cost = ReadCost::default();
         let props_raw = reader.read_block(footer.properties, BlockKind::Properties, &mut cost)?;
-        reader.properties = TableProperties::decode(&props_raw).ok_or_else(|| {
-            corrupt(
+        reader.properties = TableProperties::decode(&props_raw)
+            .map_err(|d| corrupt(footer.properties.offset, format!("properties block: {d}")))?;
+        // Every entry takes bytes: a count above the file size is damage, and bounding it
+        // bounds everything derived from it (the filter's key count, statistics).
+        if reader.properties.entries > file_size {
+            return Err(corrupt(
                 footer.properties.offset,
-                "malformed properties block".into(),
-            )
-        })?;
+                format!(
+                    "properties block: {} entries in a file of {file_size} bytes",
+                    reader.properties.entries
+                ),
+            ));
+        }
         let index_raw = reader.read_block(footer.index, BlockKind::Index, &mut cost)?;
         reader.index = reader.decode_index(index_raw)?;
+        reader.check_layout()?;
+        reader.check_index_against_properties()?;
         reader.index_prefixes = reader
             .index
             .iter()
@@ -255,6 +264,17 @@ impl TableReader {
         if let Some(h) = footer.filter {
             let raw = reader.read_block(h, BlockKind::Filter, &mut cost)?;
             let f = filter::decode(&raw).map_err(|e| corrupt(h.offset + e.offset, e.detail))?;
+            // The filter holds one hash per distinct user key (fewer if neighbours collide).
+            if f.keys() > reader.properties.user_keys {
+                return Err(corrupt(
+                    h.offset,
+                    format!(
+                        "filter over {} keys in a table of {} user keys",
+                        f.keys(),
+                        reader.properties.user_keys
+                    ),
+                ));
+            }
             if let Filter::Unknown(why) = &f {
                 log::warn!(
                     "{}: filter not used ({why}); reads of this table skip filtering",
@@ -279,11 +299,7 @@ impl TableReader {
                 (Some(offset), Some(size)) => BlockHandle { offset, size },
                 _ => return Err(bad("malformed block handle")),
             };
-            if handle
-                .offset
-                .checked_add(handle.size + BLOCK_TRAILER_LEN as u64)
-                .is_none_or(|e| e > data_end)
-            {
+            if handle.checked_end().is_none_or(|e| e > data_end) {
                 return Err(bad("data block handle points past the data area"));
             }
             if key::decode(&k).is_none() {
@@ -301,6 +317,76 @@ impl TableReader {
             });
         }
         Ok(out)
+    }
+
+    /// The blocks tile the file in the order the builder writes them: data blocks from offset
+    /// 0, each starting where the one before ends, then the filter (if any), the index, the
+    /// properties and the footer. So no handle can point at another block (whose checksum,
+    /// bound to its own offset, would pass), overlap one, or leave bytes unaccounted for.
+    fn check_layout(&self) -> Result<()> {
+        let f = &self.footer;
+        let blocks = self.index.iter().map(|e| (BlockKind::Data, e.handle));
+        let meta = [
+            f.filter.map(|h| (BlockKind::Filter, h)),
+            Some((BlockKind::Index, f.index)),
+            Some((BlockKind::Properties, f.properties)),
+        ];
+        let mut next = 0u64;
+        for (kind, h) in blocks.chain(meta.into_iter().flatten()) {
+            let end = self.check_handle(h, kind)?;
+            if h.offset != next {
+                return Err(Error::corruption(
+                    &self.path,
+                    h.offset,
+                    format!(
+                        "{} block at offset {} where the block before it ends at {next}",
+                        kind.name(),
+                        h.offset
+                    ),
+                ));
+            }
+            next = end;
+        }
+        if next != self.data_end() {
+            return Err(Error::corruption(
+                &self.path,
+                next,
+                format!(
+                    "{} bytes between the last block and the footer",
+                    self.data_end().saturating_sub(next)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The index and the properties describe the same entries: one data block per index
+    /// entry, none exactly when there are no entries, and the last index key (the last key of
+    /// the last block) is the largest key, at or after the smallest.
+    fn check_index_against_properties(&self) -> Result<()> {
+        let p = &self.properties;
+        let bad = |d: String| {
+            Error::corruption(
+                &self.path,
+                self.footer.index.offset,
+                format!("index block disagrees with the properties: {d}"),
+            )
+        };
+        let blocks = u64::try_from(self.index.len()).unwrap_or(u64::MAX);
+        if blocks != p.data_blocks || (blocks == 0) != (p.entries == 0) {
+            return Err(bad(format!(
+                "{blocks} data blocks, the properties say {} blocks of {} entries",
+                p.data_blocks, p.entries
+            )));
+        }
+        if let Some(last) = self.index.last() {
+            if last.last_key[..] != p.largest[..]
+                || key::cmp_encoded(&p.smallest, &last.last_key).is_gt()
+            {
+                return Err(bad("the key range differs".into()));
+            }
+        }
+        Ok(())
     }
 
     /// Offset where the footer starts: no block may reach past it.
@@ -321,8 +407,7 @@ impl TableReader {
 
     /// Checks that block `h` (with its trailer) lies inside the data area.
     fn check_handle(&self, h: BlockHandle, kind: BlockKind) -> Result<u64> {
-        let total = h.size.checked_add(BLOCK_TRAILER_LEN as u64);
-        match total.and_then(|t| h.offset.checked_add(t)) {
+        match h.checked_end() {
             Some(end) if end <= self.data_end() => Ok(end),
             _ => Err(Error::corruption(
                 &self.path,
@@ -456,16 +541,14 @@ impl TableReader {
         self.id
     }
 
-    /// Decodes every entry of data block `i`.
+    /// Decodes every entry of data block `i` (through the block cache).
     pub(crate) fn data_block_entries(
         &self,
         i: usize,
         cost: &mut ReadCost,
     ) -> Result<Vec<BlockEntry>> {
-        let offset = self.index[i].handle.offset;
-        self.data_block(i, cost)?
-            .entries()
-            .ok_or_else(|| Error::corruption(&self.path, offset, "data block: malformed entry"))
+        let block = self.data_block(i, cost)?;
+        self.entries_in_range(&block, i)
     }
 
     /// Decodes every entry of data block `i`, read sequentially (see
@@ -476,10 +559,37 @@ impl TableReader {
         ahead: &mut Readahead,
         cost: &mut ReadCost,
     ) -> Result<Vec<BlockEntry>> {
+        let block = self.data_block_ahead(i, ahead, cost)?;
+        self.entries_in_range(&block, i)
+    }
+
+    /// The entries of data block `i`, checked to lie where the index says: after the previous
+    /// block's index key (block 0 starts at the table's smallest key), up to and including this
+    /// block's index key, which is the block's last key or a shorter separator after it
+    /// (`docs/format.md`). Otherwise a get, which the index routes, and a scan, which reads
+    /// every entry, would disagree.
+    fn entries_in_range(&self, block: &Block, i: usize) -> Result<Vec<BlockEntry>> {
         let offset = self.index[i].handle.offset;
-        self.data_block_ahead(i, ahead, cost)?
+        let bad = |d: &str| Error::corruption(&self.path, offset, format!("data block: {d}"));
+        let entries = block
             .entries()
-            .ok_or_else(|| Error::corruption(&self.path, offset, "data block: malformed entry"))
+            .ok_or_else(|| bad("malformed entry or keys out of order"))?;
+        let (Some((first, _)), Some((last, _))) = (entries.first(), entries.last()) else {
+            return Err(bad("no entries"));
+        };
+        let starts_right = match i.checked_sub(1) {
+            Some(prev) => key::cmp_encoded(&self.index[prev].last_key, first).is_lt(),
+            None => first[..] == self.properties.smallest[..],
+        };
+        let ends_right = if i + 1 == self.index.len() {
+            last[..] == self.index[i].last_key[..]
+        } else {
+            !key::cmp_encoded(last, &self.index[i].last_key).is_gt()
+        };
+        if !starts_right || !ends_right {
+            return Err(bad("keys outside the range the index gives the block"));
+        }
+        Ok(entries)
     }
 
     /// The position of the one data block that may hold (`user_key`, `t`): the first block
@@ -720,5 +830,253 @@ impl Drop for TableReader {
         if let Source::Cached(c) = &self.source {
             c.files.forget(self.id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::encoding::put_varint;
+    use crate::fs::MemFs;
+    use crate::sstable::block::BlockBuilder;
+    use crate::sstable::format::put_block_trailer;
+    use crate::sstable::{BuildOptions, TableBuilder};
+
+    const PATH: &str = "/t/000001.sst";
+
+    /// A table of 200 entries in several data blocks, with a filter.
+    fn table_bytes(fs: &MemFs) -> Vec<u8> {
+        fs.create_dir_all(Path::new("/t")).unwrap();
+        let opts = BuildOptions {
+            block_size: 256,
+            bits_per_key: 10.0,
+            level: 0,
+        };
+        let mut b = TableBuilder::create(fs, Path::new(PATH), opts).unwrap();
+        for i in 0..200u64 {
+            let k = key::encode(
+                format!("key{i:04}").as_bytes(),
+                key::trailer(i + 1, ValueKind::Put),
+            );
+            b.add(&k, b"value").unwrap();
+        }
+        b.finish().unwrap();
+        fs.read_file(Path::new(PATH)).unwrap()
+    }
+
+    /// Rewrites the index block (with `handles` changed) and the properties block of a table,
+    /// with valid checksums and footer: damage that only the decoders' checks can catch.
+    fn rewrite(
+        fs: &MemFs,
+        bytes: &[u8],
+        handle: impl Fn(usize, BlockHandle) -> BlockHandle,
+        props: impl Fn(&mut TableProperties),
+    ) -> Result<TableReader> {
+        fs.write_file(Path::new(PATH), bytes).unwrap();
+        let t = TableReader::open(fs, Path::new(PATH)).unwrap();
+        let f = *t.footer();
+        let mut out = bytes[..usize::try_from(f.index.offset).unwrap()].to_vec();
+        let mut index = BlockBuilder::new(1);
+        for (i, e) in t.index().iter().enumerate() {
+            let h = handle(i, e.handle);
+            let mut v = Vec::new();
+            put_varint(&mut v, h.offset);
+            put_varint(&mut v, h.size);
+            index.add(&e.last_key, &v);
+        }
+        let write = |out: &mut Vec<u8>, kind: BlockKind, contents: &[u8]| {
+            let start = out.len();
+            out.extend_from_slice(contents);
+            put_block_trailer(out, start, kind, start as u64);
+            BlockHandle {
+                offset: start as u64,
+                size: contents.len() as u64,
+            }
+        };
+        let mut index_bytes = Vec::new();
+        index.finish_into(&mut index_bytes);
+        let index_h = write(&mut out, BlockKind::Index, &index_bytes);
+        let mut p = t.properties().clone();
+        props(&mut p);
+        let props_h = write(&mut out, BlockKind::Properties, &p.encode());
+        let footer = Footer {
+            index: index_h,
+            properties: props_h,
+            ..f
+        };
+        out.extend_from_slice(&footer.encode());
+        fs.write_file(Path::new(PATH), &out).unwrap();
+        TableReader::open(fs, Path::new(PATH))
+    }
+
+    fn keep(_: usize, h: BlockHandle) -> BlockHandle {
+        h
+    }
+
+    #[test]
+    fn a_faithful_rewrite_opens() {
+        let fs = MemFs::new();
+        let bytes = table_bytes(&fs);
+        let t = rewrite(&fs, &bytes, keep, |_| {}).unwrap();
+        assert!(t.index().len() > 3);
+        assert_eq!(t.entries().count(), 200);
+    }
+
+    #[test]
+    fn block_handles_that_overflow_are_corruption() {
+        let fs = MemFs::new();
+        let bytes = table_bytes(&fs);
+        for bad in [
+            BlockHandle {
+                offset: 0,
+                size: u64::MAX - 2,
+            },
+            BlockHandle {
+                offset: u64::MAX - 1,
+                size: 10,
+            },
+            BlockHandle {
+                offset: u64::MAX,
+                size: u64::MAX,
+            },
+        ] {
+            let r = rewrite(&fs, &bytes, |i, h| if i == 1 { bad } else { h }, |_| {});
+            assert!(r.unwrap_err().is_corruption(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn index_disagreeing_with_the_properties_is_corruption() {
+        let fs = MemFs::new();
+        let bytes = table_bytes(&fs);
+        let cases: [fn(&mut TableProperties); 5] = [
+            |p| p.data_blocks += 1,
+            |p| p.data_blocks = 0,
+            |p| p.largest = key::encode(b"key0150", key::trailer(151, ValueKind::Put)),
+            |p| p.smallest = key::encode(b"zzz", key::trailer(1, ValueKind::Put)),
+            |p| {
+                p.entries = 0;
+                p.deletions = 0;
+                p.user_keys = 0;
+            },
+        ];
+        for (i, f) in cases.iter().enumerate() {
+            let r = rewrite(&fs, &bytes, keep, f);
+            assert!(r.unwrap_err().is_corruption(), "case {i}");
+        }
+    }
+
+    #[test]
+    fn handles_that_break_the_layout_are_corruption() {
+        let fs = MemFs::new();
+        let bytes = table_bytes(&fs);
+        // Each handle below passes the bounds check; only the layout tells them apart.
+        let cases: [fn(usize, BlockHandle) -> BlockHandle; 4] = [
+            // Block 1 points at block 2 (whose checksum is valid at its own offset).
+            |i, h| {
+                if i == 1 {
+                    BlockHandle {
+                        offset: h.end(),
+                        ..h
+                    }
+                } else {
+                    h
+                }
+            },
+            // Block 0 starts late.
+            |i, h| {
+                if i == 0 {
+                    BlockHandle {
+                        offset: 1,
+                        size: h.size - 1,
+                    }
+                } else {
+                    h
+                }
+            },
+            // Block 2 is shorter than it is (a gap before block 3).
+            |i, h| {
+                if i == 2 {
+                    BlockHandle {
+                        size: h.size - 1,
+                        ..h
+                    }
+                } else {
+                    h
+                }
+            },
+            // Block 1 repeats block 0.
+            |i, h| {
+                if i == 1 {
+                    BlockHandle { offset: 0, ..h }
+                } else {
+                    h
+                }
+            },
+        ];
+        for (i, f) in cases.iter().enumerate() {
+            let r = rewrite(&fs, &bytes, f, |_| {});
+            assert!(r.unwrap_err().is_corruption(), "case {i}");
+        }
+    }
+
+    #[test]
+    fn index_keys_that_misplace_a_block_are_found_when_it_is_read() {
+        let fs = MemFs::new();
+        let bytes = table_bytes(&fs);
+        fs.write_file(Path::new(PATH), &bytes).unwrap();
+        let t = TableReader::open(&fs, Path::new(PATH)).unwrap();
+        let mut cost = ReadCost::default();
+        for i in 0..t.index().len() {
+            t.data_block_entries(i, &mut cost).unwrap();
+        }
+        // Index keys shifted so that block 1 claims keys up to block 2's last one: the table
+        // opens (the keys still ascend). Block 1's entries still lie at or below its index key
+        // (an index key may be a separator after the block's last key), but block 2's first
+        // keys are not after block 1's index key: reading block 2 is corruption.
+        let mut index = t.index().to_vec();
+        index[1].last_key = index[2].last_key.clone();
+        index[2].last_key = Bytes::from(key::encode(
+            &key::user_key(&index[2].last_key)
+                .iter()
+                .chain(b"\0")
+                .copied()
+                .collect::<Vec<u8>>(),
+            key::trailer(1, ValueKind::Put),
+        ));
+        let mut moved = t;
+        moved.index_prefixes = index
+            .iter()
+            .map(|e| key_prefix(key::user_key(&e.last_key)))
+            .collect();
+        moved.index = index;
+        assert!(moved.data_block_entries(0, &mut cost).is_ok());
+        assert!(moved.data_block_entries(1, &mut cost).is_ok());
+        assert!(moved
+            .data_block_entries(2, &mut cost)
+            .unwrap_err()
+            .is_corruption());
+    }
+
+    #[test]
+    fn counts_the_file_cannot_hold_are_corruption() {
+        let fs = MemFs::new();
+        let bytes = table_bytes(&fs);
+        // More entries than bytes.
+        let r = rewrite(&fs, &bytes, keep, |p| p.entries = 1 << 40);
+        assert!(r.unwrap_err().is_corruption());
+        // A filter over more keys than the table has (its checksums are intact: the
+        // properties changed).
+        let r = rewrite(&fs, &bytes, keep, |p| p.user_keys = 199);
+        assert!(r.unwrap_err().is_corruption());
+        assert!(rewrite(&fs, &bytes, keep, |p| p.user_keys = 200).is_ok());
+    }
+
+    #[test]
+    fn properties_past_max_seq_are_corruption() {
+        let fs = MemFs::new();
+        let bytes = table_bytes(&fs);
+        let r = rewrite(&fs, &bytes, keep, |p| p.max_seq = key::MAX_SEQ + 1);
+        assert!(r.unwrap_err().is_corruption());
     }
 }

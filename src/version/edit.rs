@@ -12,14 +12,24 @@
 //!                       largest bytes | min_seq varint | max_seq varint | entries varint
 //! ```
 //!
-//! An unknown tag is corruption: a manifest must be understood whole.
+//! An unknown tag is corruption: a manifest must be understood whole. So is a number no
+//! writer can have produced: [`VersionEdit::decode`] range-checks every field on its own
+//! (sequence numbers, file numbers, sizes, a table's key range against its sequence range),
+//! and the replay in [`super::set`] checks what depends on the edits before it.
 
 use crate::encoding::{put_bytes, put_varint, Reader};
-use crate::key;
+use crate::filename::MAX_FILE_NUMBER;
+use crate::key::{self, MAX_SEQ};
 use bytes::Bytes;
 
 /// Number of levels, L0..L6.
 pub const NUM_LEVELS: usize = 7;
+
+/// The largest table size a manifest may record (1 TiB). Far above any table siltdb writes
+/// (tables are cut at the target size between user keys; one value is at most 256 MiB), and
+/// low enough that summing the sizes (or entry counts, which are at most the size) of every
+/// table in a tree cannot overflow a `u64`.
+pub const MAX_TABLE_SIZE: u64 = 1 << 40;
 
 const T_LOG: u64 = 1;
 const T_NEXT_FILE: u64 = 2;
@@ -56,6 +66,57 @@ impl FileMeta {
     /// Largest user key.
     pub fn largest_user(&self) -> &[u8] {
         key::user_key(&self.largest)
+    }
+
+    /// Checks what the record of one table can show on its own: a number in range, a size
+    /// a table can have, at least one entry and no more entries than bytes (a table holds no
+    /// empty tables, and every entry takes bytes), sequence numbers in range and ordered, and
+    /// smallest and largest keys that are well-formed internal keys in order whose sequence
+    /// numbers lie in `min_seq..=max_seq` (both are entries of the table).
+    fn check(&self) -> Result<(), String> {
+        let n = self.number;
+        if !(1..=MAX_FILE_NUMBER).contains(&n) {
+            return Err(format!("table number {n} is out of range"));
+        }
+        if !(1..=MAX_TABLE_SIZE).contains(&self.size) {
+            return Err(format!("table {n} has an impossible size {}", self.size));
+        }
+        if !(1..=self.size).contains(&self.entries) {
+            return Err(format!(
+                "table {n} of {} bytes claims {} entries",
+                self.size, self.entries
+            ));
+        }
+        if self.max_seq > MAX_SEQ {
+            return Err(format!(
+                "table {n} has sequence number {} above the largest possible {MAX_SEQ}",
+                self.max_seq
+            ));
+        }
+        if self.min_seq > self.max_seq {
+            return Err(format!(
+                "table {n} has min_seq {} above max_seq {}",
+                self.min_seq, self.max_seq
+            ));
+        }
+        let (Some((_, lo)), Some((_, hi))) =
+            (key::decode(&self.smallest), key::decode(&self.largest))
+        else {
+            return Err(format!("table {n} has a malformed key range"));
+        };
+        if key::cmp_encoded(&self.smallest, &self.largest).is_gt() {
+            return Err(format!("table {n} has its smallest key above its largest"));
+        }
+        for t in [lo, hi] {
+            let seq = key::trailer_seq(t);
+            if key::trailer_kind(t).is_none() || !(self.min_seq..=self.max_seq).contains(&seq) {
+                return Err(format!(
+                    "table {n} has a bounding key with trailer {t:#x} outside its sequence range {}..={}",
+                    self.min_seq, self.max_seq
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -114,15 +175,25 @@ impl VersionEdit {
         out
     }
 
-    /// Decodes an edit; `Err` names what is wrong.
+    /// Decodes an edit; `Err` names what is wrong. Every number is range-checked here, where
+    /// it is decoded (see [`FileMeta`] for a table's checks); an edit that decodes can still
+    /// contradict the edits before it, which the manifest replay checks.
     pub(crate) fn decode(buf: &[u8]) -> Result<VersionEdit, String> {
         let mut e = VersionEdit::default();
         let mut r = Reader::new(buf);
         let level = |r: &mut Reader<'_>| -> Result<u32, String> {
             match r.varint() {
-                Some(l) if (l as usize) < NUM_LEVELS => Ok(l as u32),
+                Some(l) if l < NUM_LEVELS as u64 => u32::try_from(l).map_err(|e| e.to_string()),
                 Some(l) => Err(format!("level {l} out of range")),
                 None => Err("truncated level".into()),
+            }
+        };
+        // `lo` for numbers that name files, where 0 is never handed out.
+        let bounded = |v: u64, lo: u64, hi: u64, what: &str| -> Result<u64, String> {
+            if (lo..=hi).contains(&v) {
+                Ok(v)
+            } else {
+                Err(format!("{what} {v} is out of range {lo}..={hi}"))
             }
         };
         while !r.is_empty() {
@@ -130,17 +201,34 @@ impl VersionEdit {
             let tag = r.varint().ok_or("truncated tag")?;
             let trunc = || format!("truncated field with tag {tag} at byte {at}");
             match tag {
-                T_LOG => e.log_number = Some(r.varint().ok_or_else(trunc)?),
-                T_NEXT_FILE => e.next_file_number = Some(r.varint().ok_or_else(trunc)?),
-                T_LAST_SEQ => e.last_sequence = Some(r.varint().ok_or_else(trunc)?),
+                T_LOG => {
+                    let v = r.varint().ok_or_else(trunc)?;
+                    e.log_number = Some(bounded(v, 0, MAX_FILE_NUMBER, "log number")?);
+                }
+                T_NEXT_FILE => {
+                    // Up to one past the largest: every number is used up.
+                    let v = r.varint().ok_or_else(trunc)?;
+                    e.next_file_number =
+                        Some(bounded(v, 1, MAX_FILE_NUMBER + 1, "next file number")?);
+                }
+                T_LAST_SEQ => {
+                    let v = r.varint().ok_or_else(trunc)?;
+                    e.last_sequence = Some(bounded(v, 0, MAX_SEQ, "last sequence")?);
+                }
                 T_COMPACT_POINTER => {
                     let l = level(&mut r)?;
                     let k = r.length_prefixed().ok_or_else(trunc)?;
+                    // Empty: no pointer; otherwise the largest key of an earlier compaction.
+                    if !k.is_empty() && key::decode(k).is_none() {
+                        return Err(format!("compaction pointer of L{l} is a malformed key"));
+                    }
                     e.compact_pointers.push((l, k.to_vec()));
                 }
                 T_DELETED => {
                     let l = level(&mut r)?;
-                    e.deleted.push((l, r.varint().ok_or_else(trunc)?));
+                    let n = r.varint().ok_or_else(trunc)?;
+                    e.deleted
+                        .push((l, bounded(n, 1, MAX_FILE_NUMBER, "deleted table number")?));
                 }
                 T_ADDED => {
                     let l = level(&mut r)?;
@@ -156,10 +244,7 @@ impl VersionEdit {
                         })
                     };
                     let meta = f().ok_or_else(trunc)?;
-                    if key::decode(&meta.smallest).is_none() || key::decode(&meta.largest).is_none()
-                    {
-                        return Err(format!("table {} has a malformed key range", meta.number));
-                    }
+                    meta.check()?;
                     e.added.push((l, meta));
                 }
                 other => return Err(format!("unknown field tag {other} at byte {at}")),
@@ -213,6 +298,88 @@ mod tests {
         for cut in 1..enc.len() {
             assert!(VersionEdit::decode(&enc[..cut]).is_err(), "cut {cut}");
         }
+    }
+
+    fn decode_added(m: FileMeta) -> Result<VersionEdit, String> {
+        VersionEdit::decode(
+            &VersionEdit {
+                added: vec![(1, m)],
+                ..VersionEdit::default()
+            }
+            .encode(),
+        )
+    }
+
+    #[test]
+    fn rejects_levels_that_truncate_to_a_valid_one() {
+        // 2^32 + 1 would read as level 1 if narrowed before the range check.
+        let mut buf = Vec::new();
+        put_varint(&mut buf, T_DELETED);
+        put_varint(&mut buf, (1 << 32) + 1);
+        put_varint(&mut buf, 5);
+        assert!(VersionEdit::decode(&buf).is_err());
+    }
+
+    #[test]
+    fn rejects_counters_out_of_range() {
+        let with = |f: fn(&mut VersionEdit)| {
+            let mut e = VersionEdit::default();
+            f(&mut e);
+            VersionEdit::decode(&e.encode())
+        };
+        assert!(with(|e| e.last_sequence = Some(u64::MAX)).is_err());
+        assert!(with(|e| e.last_sequence = Some(MAX_SEQ + 1)).is_err());
+        assert!(with(|e| e.last_sequence = Some(MAX_SEQ)).is_ok());
+        assert!(with(|e| e.next_file_number = Some(0)).is_err());
+        assert!(with(|e| e.next_file_number = Some(MAX_FILE_NUMBER + 1)).is_ok());
+        assert!(with(|e| e.next_file_number = Some(MAX_FILE_NUMBER + 2)).is_err());
+        assert!(with(|e| e.log_number = Some(u64::MAX)).is_err());
+        assert!(with(|e| e.log_number = Some(0)).is_ok());
+        assert!(with(|e| e.deleted = vec![(1, 0)]).is_err());
+        assert!(with(|e| e.deleted = vec![(1, MAX_FILE_NUMBER + 1)]).is_err());
+        assert!(with(|e| e.compact_pointers = vec![(1, b"short".to_vec())]).is_err());
+        assert!(with(|e| e.compact_pointers = vec![(1, Vec::new())]).is_ok());
+    }
+
+    #[test]
+    fn rejects_impossible_tables() {
+        assert!(decode_added(meta(3)).is_ok());
+        type Change = fn(&mut FileMeta);
+        let bad: [(&str, Change); 12] = [
+            ("number 0", |m| m.number = 0),
+            ("number too large", |m| m.number = MAX_FILE_NUMBER + 1),
+            ("size 0", |m| m.size = 0),
+            ("size too large", |m| m.size = MAX_TABLE_SIZE + 1),
+            ("no entries", |m| m.entries = 0),
+            ("more entries than bytes", |m| m.entries = m.size + 1),
+            ("max_seq past MAX_SEQ", |m| {
+                m.max_seq = MAX_SEQ + 1;
+                m.largest = Bytes::from(encode(b"z", u64::MAX));
+            }),
+            ("max_seq u64::MAX", |m| m.max_seq = u64::MAX),
+            ("min_seq above max_seq", |m| m.min_seq = 10),
+            ("smallest above largest", |m| {
+                std::mem::swap(&mut m.smallest, &mut m.largest)
+            }),
+            ("key seq outside the range", |m| {
+                m.largest = Bytes::from(encode(b"z", trailer(10, ValueKind::Put)))
+            }),
+            ("unknown key kind", |m| {
+                m.smallest = Bytes::from(encode(b"a", trailer(1, ValueKind::Put) | 0x7f))
+            }),
+        ];
+        for (what, f) in bad {
+            let mut m = meta(3);
+            f(&mut m);
+            assert!(decode_added(m).is_err(), "{what}");
+        }
+        // Same user key at both ends, newest version first: in order.
+        let mut m = meta(3);
+        m.smallest = Bytes::from(encode(b"k", trailer(9, ValueKind::Put)));
+        m.largest = Bytes::from(encode(b"k", trailer(1, ValueKind::Delete)));
+        assert!(decode_added(m.clone()).is_ok());
+        std::mem::swap(&mut m.smallest, &mut m.largest);
+        assert!(decode_added(m).is_err());
     }
 
     proptest! {

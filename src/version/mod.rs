@@ -74,7 +74,9 @@ pub(crate) struct TableHandle {
 
 impl TableHandle {
     /// Opens the table. A table that cannot be opened for good is kept as broken: every read
-    /// that needs it fails with the error, and the rest of the tree stays readable.
+    /// that needs it fails with the error, and the rest of the tree stays readable. So is one
+    /// that is not the table the manifest describes (another size, key range, sequence range
+    /// or entry count than its properties: a table copied or renamed over it).
     pub(crate) fn open(env: &Arc<TableEnv>, meta: FileMeta) -> Arc<TableHandle> {
         let path = filename::table_path(&env.dir, meta.number);
         let handle = Arc::new(TableHandle {
@@ -103,7 +105,11 @@ impl TableHandle {
         if let Some(t) = self.table.get() {
             return Ok(t);
         }
-        match TableReader::open_cached(&self.env.caches, &self.path) {
+        let opened = TableReader::open_cached(&self.env.caches, &self.path).and_then(|t| {
+            match_manifest(&t, &self.meta)?;
+            Ok(t)
+        });
+        match opened {
             Ok(t) => Ok(self.table.get_or_init(|| Arc::new(t))),
             Err(Error::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
                 // A table the manifest lists but the directory lacks: the database is damaged.
@@ -139,6 +145,36 @@ impl TableHandle {
             .get()
             .and_then(|t| t.filter().map(|f| f.memory_bytes()))
             .unwrap_or(0)
+    }
+}
+
+/// Checks that `t` is the table `meta` describes: siltdb records a table's size and
+/// properties in the manifest exactly as it wrote them.
+fn match_manifest(t: &TableReader, meta: &FileMeta) -> Result<()> {
+    let p = t.properties();
+    let mismatch = if t.file_size() != meta.size {
+        Some(format!(
+            "file of {} bytes, the manifest says {}",
+            t.file_size(),
+            meta.size
+        ))
+    } else if (p.entries, p.min_seq, p.max_seq) != (meta.entries, meta.min_seq, meta.max_seq) {
+        Some(format!(
+            "{} entries in sequence numbers {}..={}, the manifest says {} in {}..={}",
+            p.entries, p.min_seq, p.max_seq, meta.entries, meta.min_seq, meta.max_seq
+        ))
+    } else if p.smallest[..] != meta.smallest[..] || p.largest[..] != meta.largest[..] {
+        Some("key range differs from the manifest's".to_string())
+    } else {
+        None
+    };
+    match mismatch {
+        Some(what) => Err(Error::corruption(
+            t.path(),
+            0,
+            format!("not the table the manifest lists: {what}"),
+        )),
+        None => Ok(()),
     }
 }
 
@@ -297,4 +333,70 @@ pub(crate) fn level_entries(
         0,
         n,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::MemFs;
+    use crate::key::{encode, trailer, ValueKind};
+    use crate::sstable::{BuildOptions, TableBuilder};
+    use bytes::Bytes;
+
+    /// A table file `/db/000005.sst` and the manifest record of it.
+    fn table(fs: &MemFs) -> FileMeta {
+        let dir = Path::new("/db");
+        fs.create_dir_all(dir).unwrap();
+        let opts = BuildOptions {
+            block_size: 4096,
+            bits_per_key: 10.0,
+            level: 0,
+        };
+        let mut b = TableBuilder::create(fs, &filename::table_path(dir, 5), opts).unwrap();
+        for (k, seq) in [(&b"a"[..], 4), (b"m", 2), (b"z", 3)] {
+            b.add(&encode(k, trailer(seq, ValueKind::Put)), b"v")
+                .unwrap();
+        }
+        let built = b.finish().unwrap();
+        let p = built.properties;
+        FileMeta {
+            number: 5,
+            size: built.file_size,
+            smallest: Bytes::from(p.smallest),
+            largest: Bytes::from(p.largest),
+            min_seq: p.min_seq,
+            max_seq: p.max_seq,
+            entries: p.entries,
+        }
+    }
+
+    #[test]
+    fn a_table_unlike_its_manifest_record_is_broken() {
+        let mem = MemFs::new();
+        let fs: Arc<dyn FileSystem> = Arc::new(mem.clone());
+        let meta = table(&mem);
+        let env = TableEnv::new(fs, Path::new("/db"), 16, None);
+        let open = |m: &FileMeta| TableHandle::open(&env, m.clone());
+        assert!(!open(&meta).is_broken());
+        let changes: [fn(&mut FileMeta); 6] = [
+            |m| m.size += 1,
+            |m| m.entries -= 1,
+            |m| m.min_seq -= 1,
+            |m| m.max_seq += 1,
+            |m| m.smallest = Bytes::from(encode(b"0", trailer(4, ValueKind::Put))),
+            |m| m.largest = Bytes::from(encode(b"zz", trailer(3, ValueKind::Put))),
+        ];
+        for (i, f) in changes.iter().enumerate() {
+            let mut m = meta.clone();
+            f(&mut m);
+            let t = open(&m);
+            assert!(t.is_broken(), "case {i}");
+            match t.reader() {
+                Err(Error::Corruption { file, .. }) => {
+                    assert_eq!(file, filename::table_path(Path::new("/db"), 5))
+                }
+                other => panic!("case {i}: {other:?}"),
+            }
+        }
+    }
 }
