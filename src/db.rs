@@ -214,13 +214,30 @@ impl Db {
     }
 
     /// Flushes the memtable, then compacts every level down into the deepest level that holds
-    /// data (at least L1), leaving one sorted run. Returns when done.
+    /// data (at least L1), rewriting every table: shorthand for `compact_range(..)`.
+    /// Afterwards, if no [`Snapshot`] is alive, every key has one version on disk and no
+    /// tombstone is left. Returns when done.
+    ///
+    /// Errors: as [`compact_range`](Db::compact_range).
+    pub fn compact(&self) -> Result<()> {
+        self.compact_range::<&[u8], _>(..)
+    }
+
+    /// Flushes the memtable, then compacts the tables whose keys overlap `range`, level by level
+    /// down to the deepest level that holds data, and rewrites the tables of that level the
+    /// steps above did not: no table is moved without being rewritten, so overwritten
+    /// versions and tombstones that no live [`Snapshot`] can see are dropped and outputs are
+    /// cut at [`Options::target_table_size`]. Tables that do not overlap the range are left
+    /// as they are, except tables of a lower level that overlap a table being merged into it
+    /// (they are merged too). Returns when done and the files it made obsolete are deleted
+    /// (those no iterator or snapshot still reads). Automatic compaction waits meanwhile.
     ///
     /// Errors: [`Error::Corruption`] if an input table is damaged, [`Error::Io`],
+    /// [`Error::InvalidArgument`] on a read-only handle, [`Error::Poisoned`],
     /// [`Error::Closed`].
-    pub fn compact(&self) -> Result<()> {
+    pub fn compact_range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<()> {
         self.flush()?;
-        self.core().compact_all()
+        self.core().compact_range(scan::bounds(&range))
     }
 
     /// Waits until no sealed memtable waits for flush and no level is over its compaction

@@ -3,8 +3,8 @@
 //!
 //! One job per module: [`recovery`] opens a directory (manifest, WAL replay, orphan checks),
 //! [`write`] runs the write queue (group commit, memtable rotation, `flush`, `sync`),
-//! [`background`] runs the flush, compaction and purge threads, [`invariants`] checks the
-//! tree for tests and tools. Reads go through [`ReadPath`], which the engine feeds and which
+//! [`background`] runs the flush, compaction and purge threads, [`manual`] runs manual
+//! compactions, [`invariants`] checks the tree for tests and tools. Reads go through [`ReadPath`], which the engine feeds and which
 //! knows nothing of it.
 //!
 //! Locks, in the order they may be taken: `versions`, then `state`; `wal` is taken alone, or
@@ -12,6 +12,7 @@
 
 mod background;
 mod invariants;
+mod manual;
 mod recovery;
 mod write;
 
