@@ -74,7 +74,8 @@ impl Db {
     /// reference, and starts the background threads.
     ///
     /// Errors: [`Error::InvalidArgument`] for bad options (or a missing database with
-    /// `create_if_missing(false)`), [`Error::Locked`], [`Error::Corruption`] for damaged
+    /// `create_if_missing(false)`, or an existing one with `error_if_exists(true)`),
+    /// [`Error::Locked`], [`Error::Corruption`] for damaged
     /// files (a WAL record that fails its checksum with valid records after it, a bad
     /// manifest or `CURRENT`), [`Error::Io`].
     pub fn open_with(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
@@ -263,6 +264,24 @@ impl Db {
     /// Errors: [`Error::Io`] if the directory cannot be listed or a file opened.
     pub fn disk_size(&self) -> Result<u64> {
         self.core().disk_size()
+    }
+
+    /// Removes the database in directory `path`: every file whose name siltdb uses (tables,
+    /// WALs, manifests, `CURRENT`, `LOCK`, temporaries), and nothing else; the directory
+    /// itself and any other file in it stay. A directory that does not exist is not an error.
+    /// Shorthand for `destroy_with(path, Options::default())`.
+    ///
+    /// Errors: [`Error::Locked`] if the database is open (a read-only open takes no lock: its
+    /// reads fail with [`Error::Io`] once the files are gone), [`Error::Io`].
+    pub fn destroy(path: impl AsRef<Path>) -> Result<()> {
+        Db::destroy_with(path, Options::default())
+    }
+
+    /// [`destroy`](Db::destroy) on the file system of `opts` (the other options are not used).
+    ///
+    /// Errors: as [`destroy`](Db::destroy).
+    pub fn destroy_with(path: impl AsRef<Path>, opts: Options) -> Result<()> {
+        crate::engine::destroy::destroy(opts.file_system.as_ref(), path.as_ref())
     }
 
     /// Waits until no sealed memtable waits for flush and no level is over its compaction
