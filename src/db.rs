@@ -74,7 +74,8 @@ impl Db {
     /// reference, and starts the background threads.
     ///
     /// Errors: [`Error::InvalidArgument`] for bad options (or a missing database with
-    /// `create_if_missing(false)`), [`Error::Locked`], [`Error::Corruption`] for damaged
+    /// `create_if_missing(false)`, or an existing one with `error_if_exists(true)`),
+    /// [`Error::Locked`], [`Error::Corruption`] for damaged
     /// files (a WAL record that fails its checksum with valid records after it, a bad
     /// manifest or `CURRENT`), [`Error::Io`].
     pub fn open_with(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
@@ -214,13 +215,73 @@ impl Db {
     }
 
     /// Flushes the memtable, then compacts every level down into the deepest level that holds
-    /// data (at least L1), leaving one sorted run. Returns when done.
+    /// data (at least L1), rewriting every table: shorthand for `compact_range(..)`.
+    /// Afterwards, if no [`Snapshot`] is alive, every key has one version on disk and no
+    /// tombstone is left. Returns when done.
+    ///
+    /// Errors: as [`compact_range`](Db::compact_range).
+    pub fn compact(&self) -> Result<()> {
+        self.compact_range::<&[u8], _>(..)
+    }
+
+    /// Flushes the memtable, then compacts the tables whose keys overlap `range`, level by level
+    /// down to the deepest level that holds data, and rewrites the tables of that level the
+    /// steps above did not: no table is moved without being rewritten, so overwritten
+    /// versions and tombstones that no live [`Snapshot`] can see are dropped and outputs are
+    /// cut at [`Options::target_table_size`]. Tables that do not overlap the range are left
+    /// as they are, except tables of a lower level that overlap a table being merged into it
+    /// (they are merged too). Returns when done and the files it made obsolete are deleted
+    /// (those no iterator or snapshot still reads). Automatic compaction waits meanwhile.
     ///
     /// Errors: [`Error::Corruption`] if an input table is damaged, [`Error::Io`],
+    /// [`Error::InvalidArgument`] on a read-only handle, [`Error::Poisoned`],
     /// [`Error::Closed`].
-    pub fn compact(&self) -> Result<()> {
+    pub fn compact_range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<()> {
         self.flush()?;
-        self.core().compact_all()
+        self.core().compact_range(scan::bounds(&range))
+    }
+
+    /// Bytes on disk that the keys in `range` occupy in tables, estimated from the tables'
+    /// in-memory indexes without reading any data block: exact for tables wholly inside the
+    /// range (their file sizes), to within one data block at each end of the range for the
+    /// tables it cuts. On a settled tree (after [`compact`](Db::compact)) that is within a few
+    /// percent of the true figure for any range spanning more than a handful of blocks.
+    /// Counts every version and tombstone on disk; writes still in memtables are not
+    /// counted (flush first to include them). 0 for an empty range or one that holds no key.
+    pub fn approximate_size<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> u64 {
+        let range = scan::bounds(&range);
+        self.core()
+            .read_path()
+            .load()
+            .version
+            .approximate_size(&range)
+    }
+
+    /// Bytes on disk of every file the database lives in now: the tables of the current tree,
+    /// the WALs not yet flushed, the live manifest and `CURRENT`. Files waiting for deletion
+    /// (compaction inputs an iterator or snapshot still reads) are not counted.
+    ///
+    /// Errors: [`Error::Io`] if the directory cannot be listed or a file opened.
+    pub fn disk_size(&self) -> Result<u64> {
+        self.core().disk_size()
+    }
+
+    /// Removes the database in directory `path`: every file whose name siltdb uses (tables,
+    /// WALs, manifests, `CURRENT`, `LOCK`, temporaries), and nothing else; the directory
+    /// itself and any other file in it stay. A directory that does not exist is not an error.
+    /// Shorthand for `destroy_with(path, Options::default())`.
+    ///
+    /// Errors: [`Error::Locked`] if the database is open (a read-only open takes no lock: its
+    /// reads fail with [`Error::Io`] once the files are gone), [`Error::Io`].
+    pub fn destroy(path: impl AsRef<Path>) -> Result<()> {
+        Db::destroy_with(path, Options::default())
+    }
+
+    /// [`destroy`](Db::destroy) on the file system of `opts` (the other options are not used).
+    ///
+    /// Errors: as [`destroy`](Db::destroy).
+    pub fn destroy_with(path: impl AsRef<Path>, opts: Options) -> Result<()> {
+        crate::engine::destroy::destroy(opts.file_system.as_ref(), path.as_ref())
     }
 
     /// Waits until no sealed memtable waits for flush and no level is over its compaction
@@ -232,10 +293,12 @@ impl Db {
         self.core().wait_for_compactions()
     }
 
-    /// Cumulative counters, and the current shape of the tree in [`Stats::levels`].
+    /// Cumulative counters, the memory the database pins now, and the current shape of the
+    /// tree in [`Stats::levels`].
     pub fn stats(&self) -> Stats {
         let core = self.core();
         let mut s = core.counters().snapshot();
+        core.memory_use(&mut s);
         let rs = core.read_path().load();
         s.levels = rs.version.level_stats();
         s.broken_tables = rs.version.broken_tables();

@@ -88,6 +88,7 @@ pub struct Options {
     pub(crate) target_table_size: u64,
     pub(crate) auto_compaction: bool,
     pub(crate) create_if_missing: bool,
+    pub(crate) error_if_exists: bool,
     pub(crate) read_only: bool,
     pub(crate) file_system: Arc<dyn FileSystem>,
     pub(crate) block_cache_size: u64,
@@ -112,6 +113,7 @@ impl Default for Options {
             target_table_size: 8 << 20,
             auto_compaction: true,
             create_if_missing: true,
+            error_if_exists: false,
             read_only: false,
             file_system: Arc::new(OsFs),
             block_cache_size: 64 << 20,
@@ -138,6 +140,7 @@ impl fmt::Debug for Options {
             .field("target_table_size", &self.target_table_size)
             .field("auto_compaction", &self.auto_compaction)
             .field("create_if_missing", &self.create_if_missing)
+            .field("error_if_exists", &self.error_if_exists)
             .field("read_only", &self.read_only)
             .field("file_system", &self.file_system)
             .field("block_cache_size", &self.block_cache_size)
@@ -261,6 +264,15 @@ impl Options {
     /// Default true.
     pub fn create_if_missing(mut self, create: bool) -> Self {
         self.create_if_missing = create;
+        self
+    }
+
+    /// If true, opening a directory that already holds a database (a `CURRENT` file) fails
+    /// with `InvalidArgument` and changes nothing: the mirror of
+    /// [`create_if_missing`](Options::create_if_missing), for code that must start from an
+    /// empty database. Default false.
+    pub fn error_if_exists(mut self, error: bool) -> Self {
+        self.error_if_exists = error;
         self
     }
 

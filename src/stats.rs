@@ -67,6 +67,20 @@ pub struct Stats {
     pub wal_torn_bytes: u64,
     /// Tables that could not be opened (reads that need them fail).
     pub broken_tables: u64,
+    /// Bytes of memory the filters of the current tree pin (every table's filter is kept in
+    /// memory while the table is live).
+    pub filter_memory_bytes: u64,
+    /// Bytes of memory the indexes of the current tree pin (every table's index is kept in
+    /// memory while the table is live).
+    pub index_memory_bytes: u64,
+    /// Approximate bytes of memory the memtables hold: the active one and those waiting for
+    /// flush (keys, values, a per-entry overhead, and their filters, which
+    /// `memtable_filter_bytes` counts on their own).
+    pub memtable_memory_bytes: u64,
+    /// Bytes of data blocks the block cache holds now (at most its capacity). A cache shared
+    /// by several databases ([`Options::block_cache`](crate::Options::block_cache)) is counted
+    /// whole by each of them; 0 with the cache off.
+    pub block_cache_bytes: u64,
     /// Per-level shape of the tree now.
     pub levels: Vec<LevelStats>,
 }
@@ -79,6 +93,14 @@ impl Stats {
             return 0.0;
         }
         (self.bytes_flushed + self.bytes_compacted_written) as f64 / self.user_bytes_written as f64
+    }
+
+    /// Bytes of memory the database pins: filters, indexes, memtables and block cache.
+    pub fn memory_bytes(&self) -> u64 {
+        self.filter_memory_bytes
+            + self.index_memory_bytes
+            + self.memtable_memory_bytes
+            + self.block_cache_bytes
     }
 
     /// Data blocks read per get.
@@ -332,6 +354,10 @@ impl Counters {
             wal_torn_tails: l(&self.wal_torn_tails),
             wal_torn_bytes: l(&self.wal_torn_bytes),
             broken_tables: 0,
+            filter_memory_bytes: 0,
+            index_memory_bytes: 0,
+            memtable_memory_bytes: 0,
+            block_cache_bytes: 0,
             levels: Vec::new(),
         }
     }

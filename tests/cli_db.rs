@@ -42,6 +42,12 @@ fn db_info_and_get_work_while_the_database_is_open() {
         (wasted - per_table).abs() < 1e-12 && wasted > 0.02 && wasted < 0.04,
         "{wasted}"
     );
+    // What a handle holding this database pins: the filters and indexes of the tables, and
+    // the unflushed WAL (the key written after the last flush).
+    let mem = &v["memory"];
+    assert_eq!(mem["filter_bytes"], v["filter_bytes"]);
+    assert!(mem["index_bytes"].as_u64().unwrap() > 0, "{mem}");
+    assert!(mem["memtable_bytes"].as_u64().unwrap() > 0, "{mem}");
     let text = stdout(&["db", "info", d]);
     assert!(
         text.contains("expected wasted block reads per absent-key get: 0.0"),

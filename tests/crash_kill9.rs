@@ -1,6 +1,7 @@
 //! Issue 7, test 1: kill -9. This test binary re-executes itself as a child writer
 //! (`sync_writes(true)`, a deterministic history of inserts, overwrites, deletes and batches,
-//! with background flushes and compactions on tiny memtables) that prints `ack N` after op `N`
+//! with background flushes and compactions on tiny memtables, and a `compact_range` every 200
+//! ops) that prints `ack N` after op `N`
 //! returns. The parent kills it with SIGKILL at a random moment, reopens the database and
 //! checks that it opens (D5), holds every acknowledged op (D1), holds whole batches (D3) and no
 //! phantom or resurrected value (D4): the state must equal the history after the acknowledged
@@ -45,6 +46,12 @@ fn child(dir: &str, start: u64) -> ! {
     loop {
         history::op(SEED, i).run(&db).expect("child write");
         println!("ack {i}");
+        if i % 200 == 199 {
+            // A manual compaction of a key range, so that kills land inside its rewrites too.
+            let lo = history::new_key(i / 2);
+            db.compact_range(lo..history::new_key(i))
+                .expect("child compact_range");
+        }
         i += 1;
     }
 }

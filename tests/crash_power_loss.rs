@@ -1,5 +1,5 @@
 //! Issue 7, test 2: simulated power loss. A fixed workload (writes, periodic syncs, flushes,
-//! background compactions, a reopen that rewrites the manifest) runs on the in-memory file
+//! background compactions, manual `compact_range` calls, a reopen that rewrites the manifest) runs on the in-memory file
 //! system; at every k-th file-system operation a crash image is checked under three models:
 //! only synced data and synced directory entries survive (power loss); synced data plus a
 //! random prefix of the unsynced (and sometimes the unsynced directory entries); everything

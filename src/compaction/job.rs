@@ -307,7 +307,7 @@ pub(crate) fn compact(
     let (lo, hi) = super::picker::user_range(plan.all_inputs());
     let incoming = Incoming {
         level: out_level,
-        keys: plan.inputs.iter().map(|t| t.meta.entries).sum(),
+        keys: plan.incoming_entries(),
         output_keys: plan.all_inputs().map(|t| t.meta.entries).sum(),
         range: (&lo, &hi),
         replaced_filter_bytes: plan.all_inputs().map(|t| t.filter_bytes() as u64).sum(),

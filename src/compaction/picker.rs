@@ -4,6 +4,8 @@
 //! over their target size. The level with the highest score of at least 1 is compacted: for L0
 //! every L0 table (they overlap), for deeper levels the next table after the level's compact
 //! pointer (round robin by key, as LevelDB), plus every overlapping table of the next level.
+//! An automatic compaction moves its inputs down without rewriting them when nothing below
+//! overlaps (a trivial move); the plans of a manual compaction ([`super::manual`]) never do.
 
 use crate::key;
 use crate::options::Options;
@@ -15,6 +17,9 @@ use std::sync::Arc;
 pub(crate) struct Plan {
     /// Level the inputs come from.
     pub(crate) level: usize,
+    /// Level the outputs go to: `level + 1`, or `level` itself for a manual rewrite of the
+    /// bottom level in place.
+    pub(crate) output_level: usize,
     /// Inputs from `level`.
     pub(crate) inputs: Vec<Arc<TableHandle>>,
     /// Overlapping inputs from `level + 1`.
@@ -27,7 +32,17 @@ pub(crate) struct Plan {
 
 impl Plan {
     pub(crate) fn output_level(&self) -> usize {
-        self.level + 1
+        self.output_level
+    }
+
+    /// Entries entering the output level: every entry of `inputs`, none for a rewrite in
+    /// place (they are there already).
+    pub(crate) fn incoming_entries(&self) -> u64 {
+        if self.output_level == self.level {
+            0
+        } else {
+            self.inputs.iter().map(|t| t.meta.entries).sum()
+        }
     }
 
     /// Every input table.
@@ -35,34 +50,70 @@ impl Plan {
         self.inputs.iter().chain(&self.next_inputs)
     }
 
+    /// An automatic compaction of `inputs` from `level` into `level + 1`: a trivial move when
+    /// nothing below overlaps them.
     fn new(version: &Version, level: usize, inputs: Vec<Arc<TableHandle>>, opts: &Options) -> Plan {
-        let (lo, hi) = user_range(&inputs);
-        let next_inputs = version.overlapping(level + 1, &lo, &hi);
-        let grandparents = if level + 2 < NUM_LEVELS {
-            let (glo, ghi) = user_range(inputs.iter().chain(&next_inputs));
-            version.overlapping(level + 2, &glo, &ghi)
-        } else {
-            Vec::new()
-        };
-        let gp_bytes: u64 = grandparents.iter().map(|t| t.meta.size).sum();
+        let mut plan = Plan::merge_down(version, level, inputs);
+        let gp_bytes: u64 = plan.grandparents.iter().map(|t| t.meta.size).sum();
         // A sorted level's tables never share user keys, so any set of them with nothing
         // overlapping below can move down as is. L0 tables may overlap each other: only one.
         let movable = if level == 0 {
-            inputs.len() == 1
+            plan.inputs.len() == 1
         } else {
-            !inputs.is_empty()
+            !plan.inputs.is_empty()
         };
-        let trivial_move = movable
-            && next_inputs.is_empty()
+        plan.trivial_move = movable
+            && plan.next_inputs.is_empty()
             && gp_bytes <= max_grandparent_overlap(opts)
-            && inputs.iter().all(|t| !t.is_broken());
+            && plan.inputs.iter().all(|t| !t.is_broken());
+        plan
+    }
+
+    /// A compaction of `inputs` from `level` with every overlapping table of `level + 1`
+    /// into `level + 1` that rewrites them all, never a trivial move.
+    pub(super) fn merge_down(
+        version: &Version,
+        level: usize,
+        inputs: Vec<Arc<TableHandle>>,
+    ) -> Plan {
+        let (lo, hi) = user_range(&inputs);
+        let next_inputs = version.overlapping(level + 1, &lo, &hi);
+        let (glo, ghi) = user_range(inputs.iter().chain(&next_inputs));
         Plan {
             level,
+            output_level: level + 1,
+            grandparents: below(version, level + 1, &glo, &ghi),
             inputs,
             next_inputs,
-            grandparents,
-            trivial_move,
+            trivial_move: false,
         }
+    }
+
+    /// A rewrite of `inputs`, adjacent tables of sorted level `level >= 1`, into the same
+    /// level: what a manual compaction does to the bottom level, where nothing lies below.
+    pub(super) fn rewrite_in_place(
+        version: &Version,
+        level: usize,
+        inputs: Vec<Arc<TableHandle>>,
+    ) -> Plan {
+        let (lo, hi) = user_range(&inputs);
+        Plan {
+            level,
+            output_level: level,
+            grandparents: below(version, level, &lo, &hi),
+            inputs,
+            next_inputs: Vec::new(),
+            trivial_move: false,
+        }
+    }
+}
+
+/// The tables of the level below `level` overlapping `[lo, hi]` (none below the last level).
+fn below(version: &Version, level: usize, lo: &[u8], hi: &[u8]) -> Vec<Arc<TableHandle>> {
+    if level + 1 < NUM_LEVELS {
+        version.overlapping(level + 1, lo, hi)
+    } else {
+        Vec::new()
     }
 }
 
@@ -128,14 +179,5 @@ pub(crate) fn pick(
             .or_else(|| tables.first())?;
         vec![next.clone()]
     };
-    Some(Plan::new(version, level, inputs, opts))
-}
-
-/// A compaction of every table of `level` into `level + 1` (for `Db::compact`).
-pub(crate) fn whole_level(version: &Version, opts: &Options, level: usize) -> Option<Plan> {
-    let inputs = version.levels[level].clone();
-    if inputs.is_empty() || level + 1 >= NUM_LEVELS {
-        return None;
-    }
     Some(Plan::new(version, level, inputs, opts))
 }

@@ -1,13 +1,15 @@
 //! Background work: the flush thread (sealed memtables -> L0 tables), the compaction thread
-//! (automatic and manual compactions), the purge thread (deletes obsolete table files), and
-//! installing a job's result as the new version. Failures are kept as they happened, so the
-//! caller that waits on a flush or a manual compaction gets the original error, and
-//! corruption found here stops writes with that same [`Error::Corruption`].
+//! (automatic compactions, and the manual ones of [`super::manual`]), the purge thread
+//! (deletes obsolete table files), and installing a job's result as the new version. Failures
+//! are kept as they happened, so the caller that waits on a flush or a manual compaction gets
+//! the original error, and corruption found here stops writes with that same
+//! [`Error::Corruption`].
 
 use super::{Core, State};
 use crate::compaction::{self, picker, JobOutput};
 use crate::error::{Error, Result};
 use crate::filename;
+use crate::iter::KeyRange;
 use crate::memtable::Memtable;
 use crate::stats::Counters;
 use crate::version::{TableHandle, Version, VersionEdit, NUM_LEVELS};
@@ -25,12 +27,12 @@ pub(super) struct BackgroundStatus {
     pub(super) flush_error: Option<Error>,
     /// Flushes that failed so far.
     pub(super) flush_failures: u64,
-    /// The manual compaction requested and not started or not finished.
-    manual: Option<u64>,
+    /// The manual compaction requested and not started or not finished: its id and key range.
+    pub(super) manual: Option<(u64, KeyRange)>,
     /// The last manual compaction finished, and how it failed if it did.
-    manual_done: u64,
-    manual_error: Option<(u64, Error)>,
-    next_manual: u64,
+    pub(super) manual_done: u64,
+    pub(super) manual_error: Option<(u64, Error)>,
+    pub(super) next_manual: u64,
     /// True while the compaction thread runs a job.
     compaction_running: bool,
 }
@@ -204,8 +206,6 @@ impl Core {
             {
                 st.tree.imms.pop_front();
             }
-            st.tree.flushed += 1;
-            st.bg.flush_error = None;
         })?;
         Counters::add(&self.counters.flushes, 1);
         Counters::add(&self.counters.bytes_flushed, bytes_written);
@@ -214,6 +214,13 @@ impl Core {
             Ok(()) => log::info!("flushed {} entries; removed {}", imm.len(), wal.display()),
             Err(e) => log::warn!("could not remove {}: {e}", wal.display()),
         }
+        // Only now is the flush done for `Db::flush`: its WAL is gone too, so a caller that
+        // flushed and compacted finds no copy of removed data left on disk.
+        let mut st = self.state.lock();
+        st.tree.flushed += 1;
+        st.bg.flush_error = None;
+        drop(st);
+        self.done_cv.notify_all();
         Ok(())
     }
 
@@ -248,10 +255,10 @@ impl Core {
                     self.bg_cv.wait(&mut st);
                 }
                 st.bg.compaction_running = true;
-                st.bg.manual
+                st.bg.manual.clone()
             };
-            let res = match manual {
-                Some(_) => self.run_manual_compaction(),
+            let res = match &manual {
+                Some((_, range)) => self.run_manual_compaction(range),
                 None => self.run_one_compaction(),
             };
             // Record the failure (and stop writes on corruption) before anyone waiting on a
@@ -274,7 +281,7 @@ impl Core {
             }
             let mut st = self.state.lock();
             st.bg.compaction_running = false;
-            if let Some(id) = manual {
+            if let Some((id, _)) = manual {
                 st.bg.manual = None;
                 st.bg.manual_done = id;
                 if let Err(e) = &res {
@@ -317,7 +324,7 @@ impl Core {
         self.run_plan(&plan.0, &plan.1)
     }
 
-    fn run_plan(&self, plan: &compaction::Plan, version: &Version) -> Result<()> {
+    pub(super) fn run_plan(&self, plan: &compaction::Plan, version: &Version) -> Result<()> {
         let numbers = self.file_numbers.clone();
         let ctx = self.job_context(&numbers);
         let smallest = self.read.smallest_snapshot();
@@ -343,30 +350,6 @@ impl Core {
         Counters::add(&self.counters.trivial_moves, u64::from(trivial_move));
         Counters::add(&self.counters.bytes_compacted_read, bytes_read);
         Counters::add(&self.counters.bytes_compacted_written, bytes_written);
-        Ok(())
-    }
-
-    fn run_manual_compaction(&self) -> Result<()> {
-        let deepest = {
-            let v = self.versions.lock().current();
-            (1..NUM_LEVELS)
-                .rev()
-                .find(|&l| !v.levels[l].is_empty())
-                .unwrap_or(1)
-        };
-        for level in 0..deepest {
-            loop {
-                let (plan, version) = {
-                    let vs = self.versions.lock();
-                    let v = vs.current();
-                    match picker::whole_level(&v, &self.opts, level) {
-                        Some(p) => (p, v),
-                        None => break,
-                    }
-                };
-                self.run_plan(&plan, &version)?;
-            }
-        }
         Ok(())
     }
 
@@ -396,31 +379,5 @@ impl Core {
             self.read.check_open()?;
         }
         Ok(())
-    }
-
-    /// Runs a manual compaction of every level on the compaction thread and waits for it.
-    pub(crate) fn compact_all(&self) -> Result<()> {
-        let mut st = self.state.lock();
-        self.writable(&st)?;
-        st.bg.next_manual += 1;
-        let id = st.bg.next_manual;
-        while st.bg.manual.is_some() {
-            self.done_cv.wait_for(&mut st, Duration::from_millis(100));
-            if st.life.shutting_down {
-                return Err(Error::Closed);
-            }
-        }
-        st.bg.manual = Some(id);
-        self.bg_cv.notify_all();
-        while st.bg.manual_done < id {
-            if st.life.shutting_down {
-                return Err(Error::Closed);
-            }
-            self.done_cv.wait_for(&mut st, Duration::from_millis(100));
-        }
-        match &st.bg.manual_error {
-            Some((eid, e)) if *eid == id => Err(e.clone()),
-            _ => Ok(()),
-        }
     }
 }

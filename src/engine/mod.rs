@@ -3,15 +3,19 @@
 //!
 //! One job per module: [`recovery`] opens a directory (manifest, WAL replay, orphan checks),
 //! [`write`] runs the write queue (group commit, memtable rotation, `flush`, `sync`),
-//! [`background`] runs the flush, compaction and purge threads, [`invariants`] checks the
-//! tree for tests and tools. Reads go through [`ReadPath`], which the engine feeds and which
+//! [`background`] runs the flush, compaction and purge threads, [`manual`] runs manual
+//! compactions, [`footprint`] measures the disk and memory the database uses, [`destroy`]
+//! removes a closed database's files, [`invariants`] checks the tree for tests and tools. Reads go through [`ReadPath`], which the engine feeds and which
 //! knows nothing of it.
 //!
 //! Locks, in the order they may be taken: `versions`, then `state`; `wal` is taken alone, or
 //! after `state` only by the group-commit leader that has released `state` first.
 
 mod background;
+pub(crate) mod destroy;
+mod footprint;
 mod invariants;
+mod manual;
 mod recovery;
 mod write;
 

@@ -58,6 +58,12 @@ pub(super) fn recover(
         shutting_down,
     };
     let exists = fs.exists(&dir.join(filename::CURRENT));
+    if exists && opts.error_if_exists {
+        return Err(Error::InvalidArgument(format!(
+            "a database already exists in {} and error_if_exists is true",
+            dir.display()
+        )));
+    }
     if !exists && (opts.read_only || !opts.create_if_missing) {
         return Err(Error::InvalidArgument(format!(
             "no database in {}{}",

@@ -704,6 +704,15 @@ impl TableReader {
         &self.index
     }
 
+    /// Bytes of memory the in-memory index pins: its entries, their keys, and the array of
+    /// key prefixes the lookup searches.
+    pub fn index_memory_bytes(&self) -> usize {
+        let keys: usize = self.index.iter().map(|e| e.last_key.len()).sum();
+        self.index.capacity() * std::mem::size_of::<IndexEntry>()
+            + keys
+            + self.index_prefixes.capacity() * std::mem::size_of::<u64>()
+    }
+
     /// File size in bytes.
     pub fn file_size(&self) -> u64 {
         self.file_size

@@ -9,6 +9,7 @@ pub(crate) mod edit;
 pub(crate) mod obsolete;
 pub(crate) mod set;
 mod shape;
+mod size;
 
 pub use edit::{FileMeta, VersionEdit, NUM_LEVELS};
 

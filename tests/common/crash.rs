@@ -187,8 +187,9 @@ fn check_state(
     }
 }
 
-/// Runs `ops` ops of history `seed` with a sync every 13 ops, a flush every 97, a reopen half
-/// way (a manifest rewrite), and background compaction, checking every `every`-th file-system
+/// Runs `ops` ops of history `seed` with a sync every 13 ops, a flush every 97, a manual
+/// compaction of a key range every 151, a reopen half way (a manifest rewrite), and background
+/// compaction, checking every `every`-th file-system
 /// operation as a crash point under four crash models, and every `recovery_every`-th crash
 /// point also for crashes during the recovery that follows it (0: never).
 pub fn run(seed: u64, ops: u64, every: u64) -> Report {
@@ -240,6 +241,16 @@ pub fn run_with_recovery(seed: u64, ops: u64, every: u64, recovery_every: u64) -
         if i % 97 == 96 {
             // Durable on return: every acknowledged op is in a synced table.
             db.flush().expect("flush");
+            synced = i + 1;
+            fs.set_tag(pack(i + 1, synced));
+        }
+        if i % 151 == 150 {
+            // A manual compaction of a third of the keys written so far: it flushes first, so
+            // it is durable on return like `flush`, and every table overlapping the range is
+            // rewritten down to the bottom level (crash points inside those rewrites).
+            let lo = history::new_key(i / 3);
+            let hi = history::new_key(i * 2 / 3);
+            db.compact_range(lo..hi).expect("compact_range");
             synced = i + 1;
             fs.set_tag(pack(i + 1, synced));
         }

@@ -1,4 +1,5 @@
-//! `silt db info|get`: read-only views of a database directory.
+//! `silt db info|get`: read-only views of a database directory (`db compact|size` are in
+//! `dbspace`).
 
 use crate::output::{escape, line, parse_key, print_json, show, CliError};
 use clap::Args;
@@ -30,6 +31,7 @@ struct TableRow {
     filter_bytes: u64,
     bits_per_key: f64,
     predicted_fpr: f64,
+    index_bytes: u64,
 }
 
 #[derive(Serialize)]
@@ -57,6 +59,39 @@ struct InfoJson {
     levels: Vec<LevelRow>,
     filter_bytes: u64,
     expected_wasted_reads_per_absent_get: f64,
+    memory: MemoryJson,
+}
+
+/// Memory a writer holding this database open pins (the memory fields of `siltdb::Stats`).
+#[derive(Serialize)]
+struct MemoryJson {
+    /// Filters of every table (each is kept in memory).
+    filter_bytes: u64,
+    /// Indexes of every table (each is kept in memory).
+    index_bytes: u64,
+    /// Bytes of the WALs not yet flushed: what a running writer holds in its memtables
+    /// (give or take a per-entry overhead).
+    memtable_bytes: u64,
+    /// The block cache: 0 until siltdb has one.
+    block_cache_bytes: u64,
+}
+
+/// Bytes of the WALs numbered at or above `log_number` (those not yet flushed).
+fn unflushed_wal_bytes(dir: &Path, log_number: u64) -> Result<u64, CliError> {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if let Some(siltdb::inspect::files::FileKind::Wal(n)) = siltdb::inspect::files::parse(name)
+        {
+            if n >= log_number {
+                // A WAL flushed and removed since the listing holds nothing any more.
+                total += entry.metadata().map_or(0, |m| m.len());
+            }
+        }
+    }
+    Ok(total)
 }
 
 /// `silt db info DIR`.
@@ -88,6 +123,7 @@ pub fn info(dir: &Path, json: bool) -> Result<(), CliError> {
                 filter_bytes: fbytes,
                 bits_per_key: bpk,
                 predicted_fpr: fpr,
+                index_bytes: t.index_memory_bytes() as u64,
             });
         }
         let entries: u64 = rows.iter().map(|r| r.entries).sum();
@@ -124,7 +160,19 @@ pub fn info(dir: &Path, json: bool) -> Result<(), CliError> {
             table_list: rows,
         });
     }
+    let index_bytes = levels
+        .iter()
+        .flat_map(|l| &l.table_list)
+        .map(|t| t.index_bytes)
+        .sum();
+    let memory = MemoryJson {
+        filter_bytes: levels.iter().map(|l| l.filter_bytes).sum(),
+        index_bytes,
+        memtable_bytes: unflushed_wal_bytes(dir, m.log_number)?,
+        block_cache_bytes: 0,
+    };
     let doc = InfoJson {
+        memory,
         dir: dir.display().to_string(),
         manifest: m.manifest.display().to_string(),
         log_number: m.log_number,
@@ -173,6 +221,16 @@ pub fn info(dir: &Path, json: bool) -> Result<(), CliError> {
     line(
         &mut out,
         &format!("filters in RAM: {} bytes", doc.filter_bytes),
+    )?;
+    line(
+        &mut out,
+        &format!(
+            "memory an open handle pins: filters {} B, indexes {} B, memtables ~{} B (the unflushed WALs), block cache {} B",
+            doc.memory.filter_bytes,
+            doc.memory.index_bytes,
+            doc.memory.memtable_bytes,
+            doc.memory.block_cache_bytes
+        ),
     )?;
     line(
         &mut out,

@@ -1,11 +1,13 @@
 //! `silt`: the siltdb command-line tool.
 //!
 //! `silt readamp` runs the read-amplification report; `silt sst`, `silt db`, `silt wal` and
-//! `silt manifest` look inside files. Output is human-readable, or JSON with `--json`. Bad
+//! `silt manifest` look inside files; `silt db compact` is the one command that writes to a
+//! database (it takes the database's lock). Output is human-readable, or JSON with `--json`. Bad
 //! input gets one line on stderr and exit status 2; `sst verify` exits 1 when it finds
 //! corruption.
 
 mod dbcmd;
+mod dbspace;
 mod logs;
 mod output;
 mod readamp;
@@ -37,7 +39,8 @@ enum Command {
     /// Inspect one SSTable file.
     #[command(subcommand)]
     Sst(SstCommand),
-    /// Inspect a database directory (read-only; safe while another process has it open).
+    /// Inspect a database directory (read-only and safe while another process has it open,
+    /// except `db compact`, which writes).
     #[command(subcommand)]
     Db(DbCommand),
     /// Inspect a write-ahead log.
@@ -75,6 +78,19 @@ enum DbCommand {
     },
     /// Read one key; with --explain, show what the read did in each table.
     Get(dbcmd::GetArgs),
+    /// Rewrite a key range down to the bottom level to reclaim space (writes: takes the lock).
+    ///
+    /// Compacts the tables overlapping the range (default: every key) level by level down to
+    /// the bottom level, rewriting every table, so that removed and overwritten data leaves
+    /// the disk. This command WRITES: it takes the database's lock, so the database must not
+    /// be open in another process (that is refused with one line and status 2).
+    Compact(dbspace::CompactArgs),
+    /// Bytes on disk a key range occupies, and the bytes of all live files (read-only).
+    ///
+    /// The range's bytes (default: every key) are estimated from the table indexes without
+    /// reading data blocks; writes not yet flushed are not counted. Safe while another
+    /// process has the database open.
+    Size(dbspace::RangeArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -112,6 +128,8 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Sst(SstCommand::Verify { file }) => sst::verify(&file, json),
         Command::Db(DbCommand::Info { dir }) => dbcmd::info(&dir, json),
         Command::Db(DbCommand::Get(args)) => dbcmd::get(&args, json),
+        Command::Db(DbCommand::Compact(args)) => dbspace::compact(&args, json),
+        Command::Db(DbCommand::Size(args)) => dbspace::size(&args, json),
         Command::Wal(WalCommand::Dump(k)) => logs::wal_dump(&k.file, k.hex, json),
         Command::Manifest(ManifestCommand::Dump { dir }) => logs::manifest_dump(&dir, json),
     }

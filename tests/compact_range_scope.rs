@@ -1,0 +1,167 @@
+//! `compact_range` rewrites the tables overlapping the range (and the tables below them that
+//! they merge into), down to the bottom level, and leaves every other table of the tree as
+//! it was: same file number, same level.
+mod common;
+
+use siltdb::{Db, Options, TableInfo};
+use std::collections::BTreeMap;
+
+/// Table number -> (level, smallest, largest).
+fn tables(db: &Db) -> BTreeMap<u64, (usize, Vec<u8>, Vec<u8>)> {
+    db.tables()
+        .into_iter()
+        .map(|t: TableInfo| (t.table_id, (t.level, t.smallest, t.largest)))
+        .collect()
+}
+
+fn overlaps(t: &(usize, Vec<u8>, Vec<u8>), lo: &[u8], hi: &[u8]) -> bool {
+    t.2.as_slice() >= lo && t.1.as_slice() <= hi
+}
+
+fn key(i: u32) -> String {
+    format!("k{i:04}")
+}
+
+#[test]
+fn only_tables_overlapping_the_range_are_rewritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = common::small_options().auto_compaction(false);
+    let db = Db::open_with(dir.path(), opts).unwrap();
+    for i in 0..2000 {
+        db.insert(key(i), format!("old-{i:040}")).unwrap();
+    }
+    db.compact().unwrap();
+    for i in 900..1000 {
+        db.insert(key(i), format!("new-{i}")).unwrap();
+    }
+    db.flush().unwrap();
+    let before = tables(&db);
+    let (lo, hi) = (key(900).into_bytes(), key(999).into_bytes());
+    let (hit, kept): (Vec<_>, Vec<_>) = before.iter().partition(|(_, t)| overlaps(t, &lo, &hi));
+    assert!(hit.len() >= 3 && kept.len() >= 10, "{before:?}");
+
+    db.compact_range(key(900)..key(1000)).unwrap();
+    let after = tables(&db);
+    for (n, t) in &kept {
+        assert_eq!(
+            after.get(n),
+            Some(*t),
+            "table {n} outside the range changed"
+        );
+    }
+    for (n, _) in &hit {
+        assert!(
+            !after.contains_key(n),
+            "table {n} overlapping the range was not rewritten"
+        );
+    }
+    // The new tables hold exactly the keys of the tables they replace.
+    let span_lo = hit.iter().map(|(_, t)| t.1.clone()).min().unwrap();
+    let span_hi = hit.iter().map(|(_, t)| t.2.clone()).max().unwrap();
+    let new: Vec<_> = after
+        .iter()
+        .filter(|(n, _)| !before.contains_key(n))
+        .collect();
+    assert!(!new.is_empty());
+    for (n, t) in new {
+        assert_eq!(t.0, 1, "table {n} is not in the bottom level");
+        assert!(t.1 >= span_lo && t.2 <= span_hi, "table {n} {t:?}");
+    }
+    assert_eq!(db.stats().trivial_moves, 0);
+    siltdb::inspect::check_invariants(&db).unwrap();
+    for i in [0, 899, 900, 950, 999, 1000, 1999] {
+        let want = if (900..1000).contains(&i) {
+            format!("new-{i}")
+        } else {
+            format!("old-{i:040}")
+        };
+        assert_eq!(
+            db.get(key(i)).unwrap().as_deref(),
+            Some(want.as_bytes()),
+            "{i}"
+        );
+    }
+
+    // An empty range, or one past every key, leaves the tree alone.
+    let settled = tables(&db);
+    db.compact_range(key(5)..key(5)).unwrap();
+    db.compact_range("z".."zz").unwrap();
+    assert_eq!(tables(&db), settled);
+}
+
+#[test]
+fn a_multi_level_tree_is_compacted_down_the_range_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = common::Rng(3);
+    {
+        // L0 emptied at every flush, so that no table spans the whole key space.
+        let opts = common::small_options().l0_compaction_trigger(1);
+        let db = Db::open_with(dir.path(), opts).unwrap();
+        for _ in 0..4000 {
+            let i = rng.below(3000) as u32;
+            db.insert(key(i), format!("v{:030}", rng.next())).unwrap();
+        }
+        db.flush().unwrap();
+        db.wait_for_compactions().unwrap();
+    }
+    let db = Db::open_with(dir.path(), common::small_options().auto_compaction(false)).unwrap();
+    let model: Vec<_> = common::scan_all(db.iter());
+    let before = tables(&db);
+    let bottom = before.values().map(|t| t.0).max().unwrap();
+    assert!(before.values().all(|t| t.0 > 0), "{before:?}");
+    assert!(bottom >= 2, "want at least two levels below L0: {before:?}");
+
+    let (lo, hi) = (key(1000).into_bytes(), key(1199).into_bytes());
+    // Every table the compaction may reach: those overlapping the range, then those
+    // overlapping them, until nothing more is added.
+    let (mut span_lo, mut span_hi) = (lo.clone(), hi.clone());
+    loop {
+        let reach: Vec<_> = before
+            .values()
+            .filter(|t| overlaps(t, &span_lo, &span_hi))
+            .collect();
+        let l = reach.iter().map(|t| t.1.clone()).min().unwrap();
+        let h = reach.iter().map(|t| t.2.clone()).max().unwrap();
+        if l >= span_lo && h <= span_hi {
+            break;
+        }
+        span_lo = span_lo.min(l);
+        span_hi = span_hi.max(h);
+    }
+
+    let out_of_reach: Vec<_> = before
+        .iter()
+        .filter(|(_, t)| !overlaps(t, &span_lo, &span_hi))
+        .collect();
+    assert!(out_of_reach.len() * 2 > before.len(), "{before:?}");
+
+    db.compact_range(key(1000)..=key(1199)).unwrap();
+    let after = tables(&db);
+    for (n, t) in out_of_reach {
+        assert_eq!(after.get(n), Some(t), "table {n} out of reach changed");
+    }
+    assert!(after.values().any(|t| overlaps(t, &lo, &hi)));
+    for (n, t) in after.iter().filter(|(_, t)| overlaps(t, &lo, &hi)) {
+        assert_eq!(
+            t.0, bottom,
+            "table {n} overlapping the range is above the bottom"
+        );
+        assert!(
+            !before.contains_key(n),
+            "table {n} overlapping the range was not rewritten"
+        );
+    }
+    assert_eq!(common::scan_all(db.iter()), model);
+    siltdb::inspect::check_invariants(&db).unwrap();
+}
+
+#[test]
+fn a_read_only_handle_cannot_compact() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(Db::open_with(dir.path(), Options::default()).unwrap());
+    let db = Db::open_read_only(dir.path()).unwrap();
+    assert!(matches!(
+        db.compact_range("a".."b"),
+        Err(siltdb::Error::InvalidArgument(_))
+    ));
+}
