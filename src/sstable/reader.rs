@@ -254,8 +254,6 @@ impl TableReader {
         }
         let index_raw = reader.read_block(footer.index, BlockKind::Index, &mut cost)?;
         reader.index = reader.decode_index(index_raw)?;
-        reader.check_layout()?;
-        reader.check_index_against_properties()?;
         reader.index_prefixes = reader
             .index
             .iter()
@@ -263,7 +261,8 @@ impl TableReader {
             .collect();
         if let Some(h) = footer.filter {
             let raw = reader.read_block(h, BlockKind::Filter, &mut cost)?;
-            let f = filter::decode(&raw).map_err(|e| corrupt(h.offset + e.offset, e.detail))?;
+            let f = filter::decode(&raw)
+                .map_err(|e| corrupt(h.offset.saturating_add(e.offset), e.detail))?;
             // The filter holds one hash per distinct user key (fewer if neighbours collide).
             if f.keys() > reader.properties.user_keys {
                 return Err(corrupt(
@@ -283,6 +282,9 @@ impl TableReader {
             }
             reader.filter = Some(f);
         }
+        // After every block was read within bounds: how they fit together.
+        reader.check_layout()?;
+        reader.check_index_against_properties()?;
         Ok(reader)
     }
 
