@@ -75,9 +75,8 @@ impl Db {
     ///
     /// Errors: [`Error::InvalidArgument`] for bad options (or a missing database with
     /// `create_if_missing(false)`, or an existing one with `error_if_exists(true)`),
-    /// [`Error::Locked`], [`Error::Corruption`] for damaged
-    /// files (a WAL record that fails its checksum with valid records after it, a bad
-    /// manifest or `CURRENT`), [`Error::Io`].
+    /// [`Error::Locked`], [`Error::Corruption`] for damaged files (a WAL record that fails its
+    /// checksum with valid records after it, a bad manifest or `CURRENT`), [`Error::Io`].
     pub fn open_with(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
         opts.validate()?;
         let dir = path.as_ref().to_path_buf();
