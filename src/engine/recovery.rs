@@ -211,6 +211,8 @@ fn open_versions(ctx: &Ctx<'_>, files: &[(String, FileKind)]) -> Result<VersionS
 struct SeqCheck {
     /// The last sequence number seen (manifest, then each record).
     last: SeqNo,
+    /// The last sequence number the manifest records (written to tables).
+    manifest_last: SeqNo,
     /// The last sequence number of the previous WAL record, if any.
     prev_record_end: Option<SeqNo>,
 }
@@ -219,6 +221,7 @@ impl SeqCheck {
     fn new(manifest_last: SeqNo) -> SeqCheck {
         SeqCheck {
             last: manifest_last,
+            manifest_last,
             prev_record_end: None,
         }
     }
@@ -241,6 +244,14 @@ impl SeqCheck {
             })?;
         if batch.first_seq == 0 {
             return Err(bad("record starts at sequence number 0".into()));
+        }
+        // A WAL the manifest does not cover holds only writes after its last sequence: a
+        // record at or below it would shadow newer versions in the tables.
+        if batch.first_seq <= self.manifest_last {
+            return Err(bad(format!(
+                "record starts at sequence {} but the manifest already covers writes up to {}",
+                batch.first_seq, self.manifest_last
+            )));
         }
         if let Some(prev) = self.prev_record_end {
             if batch.first_seq <= prev {
@@ -275,7 +286,7 @@ fn flush_recovered(
     last_seq: SeqNo,
 ) -> Result<u64> {
     versions.write_new_manifest()?;
-    let new_wal = versions.new_file_number();
+    let new_wal = filename::check_new_number(ctx.dir, versions.new_file_number())?;
     let numbers = versions.file_numbers();
     let pending_outputs = Mutex::new(BTreeSet::new());
     let env = versions.table_env().clone();
@@ -363,4 +374,60 @@ fn remove_unreferenced(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::ValueKind;
+    use crate::wal::Op;
+    use bytes::Bytes;
+
+    fn batch(first_seq: SeqNo, ops: usize, offset: u64) -> WalBatch {
+        WalBatch {
+            offset,
+            first_seq,
+            ops: (0..ops)
+                .map(|_| Op {
+                    kind: ValueKind::Put,
+                    key: Bytes::from_static(b"k"),
+                    value: Bytes::from_static(b"v"),
+                })
+                .collect(),
+        }
+    }
+
+    fn corruption_at(r: Result<()>, offset: u64) {
+        match r {
+            Err(Error::Corruption {
+                file, offset: at, ..
+            }) => {
+                assert_eq!(file, Path::new("/db/000007.wal"));
+                assert_eq!(at, offset);
+            }
+            other => panic!("expected Corruption at {offset}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn sequence_numbers_continue_without_gaps_and_never_go_back() {
+        let p = Path::new("/db/000007.wal");
+        let mut c = SeqCheck::new(10);
+        // At or below what the manifest covers.
+        corruption_at(c.check(p, &batch(10, 1, 0)), 0);
+        corruption_at(c.check(p, &batch(3, 2, 16)), 16);
+        c.check(p, &batch(11, 2, 32)).unwrap(); // 11..=12
+        c.check(p, &batch(13, 1, 64)).unwrap(); // 13
+                                                // Backwards or repeated after a record.
+        corruption_at(c.check(p, &batch(13, 1, 96)), 96);
+        corruption_at(c.check(p, &batch(12, 3, 128)), 128);
+        // A gap: writes were lost.
+        corruption_at(c.check(p, &batch(15, 1, 160)), 160);
+        // Past the largest sequence number, or overflowing.
+        let mut c = SeqCheck::new(MAX_SEQ - 2);
+        corruption_at(c.check(p, &batch(MAX_SEQ - 1, 2, 192)), 192);
+        corruption_at(c.check(p, &batch(u64::MAX, 2, 224)), 224);
+        c.check(p, &batch(MAX_SEQ - 1, 1, 256)).unwrap();
+        assert_eq!(c.last, MAX_SEQ - 1);
+    }
 }

@@ -244,6 +244,9 @@ impl Core {
         let number = self.file_numbers.fetch_add(1, Ordering::SeqCst);
         let path = filename::wal_path(&self.dir, number);
         let res = (|| -> Result<()> {
+            // A WAL numbered past the limit would be ignored by the next open as a foreign
+            // file, losing its writes: refuse to start one.
+            filename::check_new_number(&self.dir, number)?;
             let new_wal = WalWriter::create(self.fs.as_ref(), &path, number)?;
             self.fs
                 .sync_dir(&self.dir)
