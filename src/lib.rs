@@ -72,11 +72,11 @@ mod version;
 mod wal;
 
 pub use batch::{WriteBatch, MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE};
-pub use cache::{Admission, BlockCache};
 pub use db::Db;
 pub use error::{Error, Result};
 pub use options::{FilterPolicy, Options};
 pub use scan::Iter;
 pub use snapshot::Snapshot;
+pub use sstable::{Admission, BlockCache};
 pub use stats::{LevelStats, ReadTrace, Stats, TableInfo, TableOutcome, TableVisit};
 pub use value::Value;

@@ -1,8 +1,8 @@
 //! [`Options`]: how a database is opened, with a builder method per setting.
 
-use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, OsFs};
+use crate::sstable::BlockCache;
 use std::fmt;
 use std::sync::Arc;
 

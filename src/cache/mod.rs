@@ -1,9 +1,7 @@
-//! Caches between the read path and the files: [`BlockCache`] (parsed data blocks) and
-//! [`TableCache`] (open descriptors, bounded by `max_open_files`). Neither knows about the
-//! engine; tables reach them through [`TableEnv`](crate::version::TableEnv).
+//! [`TableCache`]: the open descriptors of tables, bounded by `max_open_files`. It knows only
+//! the file system; tables reach it through [`TableEnv`](crate::version::TableEnv). (The block
+//! cache holds parsed blocks, so it lives with the table format: `sstable::block_cache`.)
 
-pub(crate) mod block;
 pub(crate) mod table;
 
-pub use block::{Admission, BlockCache};
 pub(crate) use table::TableCache;

@@ -2,12 +2,14 @@
 //! filter. See `docs/format.md` for the byte layout.
 
 pub(crate) mod block;
+pub(crate) mod block_cache;
 pub(crate) mod builder;
 pub mod format;
 pub(crate) mod iter;
 pub(crate) mod properties;
 pub(crate) mod reader;
 
+pub use block_cache::{Admission, BlockCache};
 pub(crate) use builder::{BuildOptions, TableBuilder};
 pub use properties::TableProperties;
 pub use reader::{BlockInfo, IndexEntry, TableEntries, TableEntry, TableReader};

@@ -11,9 +11,10 @@
 //! Compaction reads bypass the block cache and read ahead in large pieces ([`Readahead`]).
 
 use super::block::{Block, BlockEntry};
+use super::block_cache::BlockCache;
 use super::format::{block_crc, BlockHandle, BlockKind, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN};
 use super::properties::TableProperties;
-use crate::cache::{BlockCache, TableCache};
+use crate::cache::TableCache;
 use crate::encoding::Reader;
 use crate::error::{io_context, Error, Result};
 use crate::filter::{self, Filter};
@@ -201,7 +202,7 @@ impl TableReader {
     }
 
     fn open_source(source: Source, path: &Path) -> Result<TableReader> {
-        let id = crate::cache::block::next_table_id();
+        let id = super::block_cache::next_table_id();
         let file = match &source {
             Source::Pinned(f) => f.clone(),
             Source::Cached(c) => c

@@ -13,13 +13,13 @@ mod size;
 
 pub use edit::{FileMeta, VersionEdit, NUM_LEVELS};
 
-use crate::cache::{BlockCache, TableCache};
+use crate::cache::TableCache;
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::fs::FileSystem;
 use crate::iter::{ChunkSource, Chunked, KeyRange};
 use crate::sstable::iter::{table_iter, TableIter};
-use crate::sstable::{CacheUse, TableCaches, TableReader};
+use crate::sstable::{BlockCache, CacheUse, TableCaches, TableReader};
 use obsolete::ObsoleteFiles;
 use parking_lot::Mutex;
 use std::collections::HashMap;

@@ -6,14 +6,14 @@
 //! S3-FIFO) keeps blocks read once in a small probation queue, so a scan does not push the hot
 //! set out. A second admission policy, [`Admission::SecondSighting`], admits a block only the
 //! second time it is missed (a doorkeeper: a small Bloom filter of recently missed blocks);
-//! `examples/cache_admission.rs` compares the two on a zipfian read mix with a concurrent full
+//! `examples/cache_figures.rs` compares the two on a zipfian read mix with a concurrent full
 //! scan, and the default is the one that held the higher hit rate there (see
 //! `docs/benchmarks.md`).
 //!
 //! Table ids are unique for the life of the process (see [`next_table_id`]), so a block of a
 //! deleted table is never served for a new table that reuses its file number or its memory.
 
-use crate::sstable::block::Block;
+use super::block::Block;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
