@@ -4,63 +4,28 @@
 //! pays for an `unlink`.
 mod common;
 
+use common::hooked_fs::HookedFs;
 use parking_lot::Mutex;
-use siltdb::fs::{FileLock, FileSystem, MemFs, RandomAccessFile, WritableFile};
+use siltdb::fs::{FileSystem, MemFs};
 use siltdb::Db;
-use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// A `MemFs` that records which thread removed each file.
-#[derive(Debug, Clone)]
-struct WhoRemoves {
-    inner: MemFs,
-    removed: Arc<Mutex<Vec<(PathBuf, String)>>>,
-}
-
-impl FileSystem for WhoRemoves {
-    fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
-        self.inner.create(path)
-    }
-    fn open(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>> {
-        self.inner.open(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn remove(&self, path: &Path) -> io::Result<()> {
-        let who = std::thread::current()
-            .name()
-            .unwrap_or("unnamed")
-            .to_string();
-        self.removed.lock().push((path.to_path_buf(), who));
-        self.inner.remove(path)
-    }
-    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
-        self.inner.list(dir)
-    }
-    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
-        self.inner.create_dir_all(dir)
-    }
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        self.inner.sync_dir(dir)
-    }
-    fn sync_file(&self, path: &Path) -> io::Result<()> {
-        self.inner.sync_file(path)
-    }
-    fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
-        self.inner.lock(path)
-    }
-    fn exists(&self, path: &Path) -> bool {
-        self.inner.exists(path)
-    }
-}
-
 #[test]
 fn the_purge_thread_deletes_what_a_reader_held_last() {
-    let fs = WhoRemoves {
+    // Which thread removed each file.
+    let removed: Arc<Mutex<Vec<(PathBuf, String)>>> = Arc::default();
+    let log = removed.clone();
+    let fs = HookedFs {
         inner: MemFs::new(),
-        removed: Arc::default(),
+        on_open: None,
+        on_remove: Some(Arc::new(move |path: &Path| {
+            let who = std::thread::current()
+                .name()
+                .unwrap_or("unnamed")
+                .to_string();
+            log.lock().push((path.to_path_buf(), who));
+        })),
     };
     let dir = Path::new("/db");
     let db = Db::open_with(
@@ -109,7 +74,7 @@ fn the_purge_thread_deletes_what_a_reader_held_last() {
             "{name} is obsolete and released but still on disk"
         );
     }
-    let removed = fs.removed.lock().clone();
+    let removed = removed.lock().clone();
     let tables: Vec<&(PathBuf, String)> = removed
         .iter()
         .filter(|(p, _)| p.extension().is_some_and(|e| e == "sst"))

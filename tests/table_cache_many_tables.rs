@@ -3,64 +3,25 @@
 //! (single flight), and writes and compactions go on.
 mod common;
 
+use common::hooked_fs::HookedFs;
 use parking_lot::Mutex;
-use siltdb::fs::{FileLock, FileSystem, MemFs, RandomAccessFile, WritableFile};
+use siltdb::fs::MemFs;
 use siltdb::Db;
 use std::collections::HashMap;
-use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-/// A `MemFs` that counts opens per file and can make opens of one file slow.
-#[derive(Debug, Clone, Default)]
-struct CountingFs {
-    inner: MemFs,
-    opens: Arc<Mutex<HashMap<PathBuf, u64>>>,
-    slow: Arc<Mutex<Option<PathBuf>>>,
+/// Opens per file, and the one file whose opens are made slow.
+#[derive(Default)]
+struct Opens {
+    count: Mutex<HashMap<PathBuf, u64>>,
+    slow: Mutex<Option<PathBuf>>,
 }
 
-impl CountingFs {
-    fn opens_of(&self, p: &Path) -> u64 {
-        self.opens.lock().get(p).copied().unwrap_or(0)
-    }
-}
-
-impl FileSystem for CountingFs {
-    fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
-        self.inner.create(path)
-    }
-    fn open(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>> {
-        *self.opens.lock().entry(path.to_path_buf()).or_default() += 1;
-        if self.slow.lock().as_deref() == Some(path) {
-            // Long enough for every waiting reader to pile up behind this open.
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        self.inner.open(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn remove(&self, path: &Path) -> io::Result<()> {
-        self.inner.remove(path)
-    }
-    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
-        self.inner.list(dir)
-    }
-    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
-        self.inner.create_dir_all(dir)
-    }
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        self.inner.sync_dir(dir)
-    }
-    fn sync_file(&self, path: &Path) -> io::Result<()> {
-        self.inner.sync_file(path)
-    }
-    fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
-        self.inner.lock(path)
-    }
-    fn exists(&self, path: &Path) -> bool {
-        self.inner.exists(path)
+impl Opens {
+    fn of(&self, p: &Path) -> u64 {
+        self.count.lock().get(p).copied().unwrap_or(0)
     }
 }
 
@@ -73,7 +34,19 @@ fn key(i: u32) -> String {
 
 #[test]
 fn two_thousand_tables_with_64_descriptors() {
-    let fs = CountingFs::default();
+    let opens = Arc::new(Opens::default());
+    let seen = opens.clone();
+    let fs = HookedFs {
+        inner: MemFs::new(),
+        on_open: Some(Arc::new(move |path: &Path| {
+            *seen.count.lock().entry(path.to_path_buf()).or_default() += 1;
+            if seen.slow.lock().as_deref() == Some(path) {
+                // Long enough for every waiting reader to pile up behind this open.
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })),
+        on_remove: None,
+    };
     let dir = Path::new("/db");
     let db = Db::open_with(
         dir,
@@ -116,8 +89,8 @@ fn two_thousand_tables_with_64_descriptors() {
     let oldest =
         siltdb::inspect::files::table_name(db.tables().iter().map(|t| t.table_id).min().unwrap());
     let oldest = dir.join(oldest);
-    let before = fs.opens_of(&oldest);
-    *fs.slow.lock() = Some(oldest.clone());
+    let before = opens.of(&oldest);
+    *opens.slow.lock() = Some(oldest.clone());
     let barrier = Arc::new(Barrier::new(8));
     let readers: Vec<_> = (0..8)
         .map(|_| {
@@ -132,9 +105,9 @@ fn two_thousand_tables_with_64_descriptors() {
     for r in readers {
         assert_eq!(r.join().unwrap().as_deref(), Some(&b"v0"[..]));
     }
-    *fs.slow.lock() = None;
+    *opens.slow.lock() = None;
     assert_eq!(
-        fs.opens_of(&oldest) - before,
+        opens.of(&oldest) - before,
         1,
         "concurrent readers of a closed table must share one open"
     );

@@ -435,19 +435,26 @@ impl TableReader {
     ) -> Result<Bytes> {
         let end = self.check_handle(h, kind)?;
         // `check_handle` bounds it by the file size, which a read of it has to fit in memory.
-        let len = usize::try_from(end - h.offset).map_err(|_| {
+        let raw = self.read_range(h.offset, end, cost)?;
+        self.verify_raw(raw, h, kind)
+    }
+
+    /// Reads the bytes `start..end` of the file (bounded by the file size by the caller) with
+    /// one call, counting them in `cost`.
+    fn read_range(&self, start: u64, end: u64, cost: &mut ReadCost) -> Result<Bytes> {
+        let len = usize::try_from(end - start).map_err(|_| {
             Error::corruption(
                 &self.path,
-                h.offset,
-                "block larger than this machine can address",
+                start,
+                "read larger than this machine can address",
             )
         })?;
         let mut buf = vec![0u8; len];
         self.file()?
-            .read_exact_at(&mut buf, h.offset)
+            .read_exact_at(&mut buf, start)
             .map_err(|e| io_context("read", &self.path, e))?;
         cost.bytes += len as u64;
-        self.verify_raw(Bytes::from(buf), h, kind)
+        Ok(Bytes::from(buf))
     }
 
     /// Checks the trailer of `raw` (a block's contents and its 5-byte trailer) and returns
@@ -520,17 +527,9 @@ impl TableReader {
         if !held {
             let want = (end - h.offset).max(READAHEAD_BYTES);
             let read_end = h.offset.saturating_add(want).min(self.data_end());
-            let len = usize::try_from(read_end - h.offset).map_err(|_| {
-                Error::corruption(&self.path, h.offset, "read-ahead larger than addressable")
-            })?;
-            let mut buf = vec![0u8; len];
-            self.file()?
-                .read_exact_at(&mut buf, h.offset)
-                .map_err(|e| io_context("read", &self.path, e))?;
-            cost.bytes += len as u64;
             *ahead = Readahead {
                 offset: h.offset,
-                buf: Bytes::from(buf),
+                buf: self.read_range(h.offset, read_end, cost)?,
             };
         }
         let start = (h.offset - ahead.offset) as usize;

@@ -126,3 +126,4 @@ pub mod cli;
 pub mod crash;
 pub mod flips;
 pub mod history;
+pub mod hooked_fs;
