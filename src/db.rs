@@ -2,13 +2,14 @@
 //! ([`crate::engine`]) or the read path ([`crate::read`]); the machinery lives there.
 
 use crate::batch::{check_sizes, WriteBatch};
-use crate::engine::{Core, PendingKind};
+use crate::engine::Core;
 use crate::error::{Error, Result};
 use crate::options::Options;
 use crate::scan::{self, Iter};
 use crate::snapshot::Snapshot;
 use crate::stats::{LevelStats, ReadTrace, Stats, TableInfo};
 use crate::value::Value;
+use crate::write_options::WriteOptions;
 use parking_lot::Mutex;
 use std::ops::RangeBounds;
 use std::path::Path;
@@ -96,43 +97,76 @@ impl Db {
         &self.handle.core
     }
 
-    /// Inserts `key` -> `value`, replacing any earlier value.
+    /// Inserts `key` -> `value`, replacing any earlier value. Durable as
+    /// [`Options::sync_writes`](crate::Options::sync_writes) says; see
+    /// [`insert_with`](Db::insert_with) to choose per write.
     ///
     /// Errors: [`Error::InvalidArgument`] for a key over 64 KiB or a value over 256 MiB
     /// (nothing is written), [`Error::Poisoned`] after an earlier WAL or manifest failure,
     /// [`Error::Closed`], [`Error::Io`].
     pub fn insert(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        self.insert_with(key, value, WriteOptions::default())
+    }
+
+    /// [`insert`](Db::insert) with a per-write choice of durability.
+    ///
+    /// Errors: as [`insert`](Db::insert).
+    pub fn insert_with(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        opts: WriteOptions,
+    ) -> Result<()> {
         let (key, value) = (key.as_ref(), value.as_ref());
         check_sizes(key, value).map_err(Error::InvalidArgument)?;
         let mut b = WriteBatch::new();
         b.insert(key, value);
-        self.write(b)
+        self.write_with(b, opts)
     }
 
     /// Removes `key` (writes a tombstone). Removing an absent key is not an error.
     ///
     /// Errors: as [`insert`](Db::insert).
     pub fn remove(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        self.remove_with(key, WriteOptions::default())
+    }
+
+    /// [`remove`](Db::remove) with a per-write choice of durability.
+    ///
+    /// Errors: as [`insert`](Db::insert).
+    pub fn remove_with(&self, key: impl AsRef<[u8]>, opts: WriteOptions) -> Result<()> {
         let key = key.as_ref();
         check_sizes(key, &[]).map_err(Error::InvalidArgument)?;
         let mut b = WriteBatch::new();
         b.remove(key);
-        self.write(b)
+        self.write_with(b, opts)
     }
 
     /// Applies every operation of `batch` atomically: all become visible at once, and after a
-    /// crash either all of them or none are recovered. An empty batch is a no-op.
+    /// crash either all of them or none are recovered. An empty batch is a no-op. Durable as
+    /// [`Options::sync_writes`](crate::Options::sync_writes) says.
     ///
     /// Errors: [`Error::InvalidArgument`] if the batch holds an over-limit key or value
     /// (nothing is written); otherwise as [`insert`](Db::insert).
     pub fn write(&self, batch: WriteBatch) -> Result<()> {
+        self.write_with(batch, WriteOptions::default())
+    }
+
+    /// [`write`](Db::write) with a per-write choice of durability: with
+    /// [`WriteOptions::sync`]`(true)` the WAL is fsynced before this returns, so the batch
+    /// survives a power loss even when `sync_writes` is off (concurrent writers share one
+    /// fsync); with `sync(false)` it is not, even when `sync_writes` is on.
+    ///
+    /// Errors: as [`write`](Db::write); a failed fsync is [`Error::Io`] and stops writes
+    /// ([`Error::Poisoned`] after it).
+    pub fn write_with(&self, batch: WriteBatch, opts: WriteOptions) -> Result<()> {
         if let Some(why) = &batch.invalid {
             return Err(Error::InvalidArgument(why.clone()));
         }
         if batch.is_empty() {
             return self.core().writes_accepted();
         }
-        self.core().submit(PendingKind::Write(batch))
+        self.core().write(batch, opts)
     }
 
     /// The value of `key`, or `None`. The [`Value`] shares the cached block (or memtable

@@ -70,6 +70,7 @@ mod stats;
 mod value;
 mod version;
 mod wal;
+mod write_options;
 
 pub use batch::{WriteBatch, MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 pub use db::Db;
@@ -80,3 +81,4 @@ pub use snapshot::Snapshot;
 pub use sstable::{Admission, BlockCache};
 pub use stats::{LevelStats, ReadTrace, Stats, TableInfo, TableOutcome, TableVisit};
 pub use value::Value;
+pub use write_options::{Durability, WriteOptions};

@@ -61,6 +61,13 @@ pub struct Stats {
     /// Times a writer waited because L0 reached `l0_stop_trigger` or too many memtables
     /// waited for flush.
     pub write_stops: u64,
+    /// Microseconds writers spent waiting in slowdowns and stops (summed over writers).
+    pub write_stall_micros: u64,
+    /// Write groups committed: each is one WAL record holding one or more writers' batches.
+    pub write_groups: u64,
+    /// Fsyncs of the WAL done for writes that asked for one (one per group, however many of
+    /// its writes asked) and for [`Db::sync`](crate::Db::sync).
+    pub wal_syncs: u64,
     /// Torn WAL tails cut off when the database was opened.
     pub wal_torn_tails: u64,
     /// Bytes of those torn tails.
@@ -286,6 +293,9 @@ pub(crate) struct Counters {
     pub(crate) background_errors: AtomicU64,
     pub(crate) write_slowdowns: AtomicU64,
     pub(crate) write_stops: AtomicU64,
+    pub(crate) write_stall_micros: AtomicU64,
+    pub(crate) write_groups: AtomicU64,
+    pub(crate) wal_syncs: AtomicU64,
     pub(crate) wal_torn_tails: AtomicU64,
     pub(crate) wal_torn_bytes: AtomicU64,
 }
@@ -351,6 +361,9 @@ impl Counters {
             background_errors: l(&self.background_errors),
             write_slowdowns: l(&self.write_slowdowns),
             write_stops: l(&self.write_stops),
+            write_stall_micros: l(&self.write_stall_micros),
+            write_groups: l(&self.write_groups),
+            wal_syncs: l(&self.wal_syncs),
             wal_torn_tails: l(&self.wal_torn_tails),
             wal_torn_bytes: l(&self.wal_torn_bytes),
             broken_tables: 0,

@@ -36,7 +36,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
-pub(crate) use write::PendingKind;
 use write::WriteQueue;
 
 /// The memtables and the version: what the write path fills and background work drains.
@@ -78,7 +77,6 @@ pub(crate) struct Core {
     read: Arc<ReadPath>,
     state: Mutex<State>,
     /// A queued writer may lead now, or its write is done.
-    writer_cv: Condvar,
     /// A writer waiting for memtable room may go on.
     room_cv: Condvar,
     /// Background threads have work.
@@ -140,7 +138,6 @@ impl Core {
             opts,
             read,
             state: Mutex::new(state),
-            writer_cv: Condvar::new(),
             room_cv: Condvar::new(),
             bg_cv: Condvar::new(),
             done_cv: Condvar::new(),
@@ -206,7 +203,7 @@ impl Core {
     }
 
     fn notify_all(&self) {
-        self.writer_cv.notify_all();
+        self.state.lock().writes.wake_all();
         self.room_cv.notify_all();
         self.bg_cv.notify_all();
         self.done_cv.notify_all();

@@ -4,7 +4,7 @@
 //! nobody else records, and, unless read-only, write the replayed writes to an L0 table under a
 //! fresh manifest and remove every file the manifest does not reference.
 
-use crate::compaction::{self, JobContext};
+use crate::compaction::{self, JobContext, JobOutput};
 use crate::error::{io_context, Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::{FileLock, FileSystem};
@@ -101,7 +101,27 @@ pub(super) fn recover(
         })
         .collect();
     wals.sort_unstable();
-    let recovered = Memtable::new(0);
+    if !opts.read_only {
+        // The WALs may hold bytes a crash left only in the page cache. Make them durable
+        // before any of their contents go to a table: otherwise a power loss during this open
+        // could leave a synced table holding writes that the WALs no longer hold.
+        for &n in &wals {
+            let path = filename::wal_path(dir, n);
+            fs.sync_file(&path)
+                .map_err(|e| io_context("sync", &path, e))?;
+        }
+    }
+    // Replay flushes an L0 table whenever the recovered writes reach a memtable's size (or
+    // a table's, if smaller), so that memory stays bounded however large the WALs are. The
+    // tables join the tree in one manifest edit at the end; a crash before it leaves them
+    // as unreferenced files that the next open removes (the WALs still hold their writes).
+    // A read-only open writes nothing and keeps every replayed write in memory.
+    let part_limit = opts
+        .memtable_size
+        .min(usize::try_from(opts.target_table_size).unwrap_or(usize::MAX))
+        .max(1);
+    let mut recovered = Memtable::new(0);
+    let mut parts: Vec<JobOutput> = Vec::new();
     let mut seqs = SeqCheck::new(versions.last_sequence());
     for &n in &wals {
         let path = filename::wal_path(dir, n);
@@ -110,6 +130,10 @@ pub(super) fn recover(
             // `check` proved `first_seq + ops - 1` does not overflow.
             for (seq, op) in (batch.first_seq..).zip(batch.ops) {
                 recovered.insert(op.key, seq, op.kind, op.value);
+            }
+            if !opts.read_only && recovered.approx_bytes() >= part_limit {
+                parts.push(flush_part(&ctx, &versions, &recovered)?);
+                recovered = Memtable::new(0);
             }
             Ok(())
         })?;
@@ -137,15 +161,7 @@ pub(super) fn recover(
             last_seq,
         });
     }
-    // The replayed WALs may hold bytes a crash left only in the page cache. Make them
-    // durable before their contents go to a table: otherwise a power loss during this
-    // open could leave a synced table holding writes that the WALs no longer hold.
-    for &n in &wals {
-        let path = filename::wal_path(dir, n);
-        fs.sync_file(&path)
-            .map_err(|e| io_context("sync", &path, e))?;
-    }
-    let new_wal = flush_recovered(&ctx, &mut versions, &recovered, last_seq)?;
+    let new_wal = flush_recovered(&ctx, &mut versions, parts, &recovered, last_seq)?;
     let wal_path = filename::wal_path(dir, new_wal);
     let writer = WalWriter::create(fs.as_ref(), &wal_path, new_wal)?;
     fs.sync_dir(dir)
@@ -282,11 +298,36 @@ impl SeqCheck {
 fn flush_recovered(
     ctx: &Ctx<'_>,
     versions: &mut VersionSet,
+    parts: Vec<JobOutput>,
     recovered: &Memtable,
     last_seq: SeqNo,
 ) -> Result<u64> {
     versions.write_new_manifest()?;
     let new_wal = filename::check_new_number(ctx.dir, versions.new_file_number())?;
+    let last = flush_part(ctx, versions, recovered)?;
+    let mut edit = crate::version::VersionEdit::default();
+    let mut opened = Vec::new();
+    let mut bytes = 0;
+    let tables = parts.len() + usize::from(last.bytes_written > 0);
+    for out in parts.into_iter().chain(std::iter::once(last)) {
+        bytes += out.bytes_written;
+        edit.added.extend(out.edit.added);
+        opened.extend(out.opened);
+    }
+    edit.log_number = Some(new_wal);
+    edit.last_sequence = Some(last_seq);
+    versions.log_and_apply(edit, &opened)?;
+    if bytes > 0 {
+        Counters::add(&ctx.counters.flushes, tables as u64);
+        Counters::add(&ctx.counters.bytes_flushed, bytes);
+        log::info!("recovered the WALs into {tables} L0 tables ({bytes} bytes)");
+    }
+    Ok(new_wal)
+}
+
+/// Writes `mem` (replayed writes) to L0 table files, synced; the caller adds them to the
+/// manifest.
+fn flush_part(ctx: &Ctx<'_>, versions: &VersionSet, mem: &Memtable) -> Result<JobOutput> {
     let numbers = versions.file_numbers();
     let pending_outputs = Mutex::new(BTreeSet::new());
     let env = versions.table_env().clone();
@@ -299,17 +340,7 @@ fn flush_recovered(
         pending_outputs: &pending_outputs,
         env: &env,
     };
-    let out = compaction::flush_memtable(&job, recovered, &versions.current())?;
-    let mut edit = out.edit;
-    edit.log_number = Some(new_wal);
-    edit.last_sequence = Some(last_seq);
-    versions.log_and_apply(edit, &out.opened)?;
-    if out.bytes_written > 0 {
-        Counters::add(&ctx.counters.flushes, 1);
-        Counters::add(&ctx.counters.bytes_flushed, out.bytes_written);
-        log::info!("recovered {} entries into an L0 table", recovered.len());
-    }
-    Ok(new_wal)
+    compaction::flush_memtable(&job, mem, &versions.current())
 }
 
 /// Tables on disk that the manifest does not list are outputs of jobs that never committed,

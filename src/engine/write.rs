@@ -1,6 +1,8 @@
 //! The write path: a queue of writers; the one at the front (the leader) takes a group of
-//! queued batches, appends them to the WAL as one record (one fsync for all of them when
-//! `sync_writes` is on), inserts them into the memtable and publishes their sequence numbers.
+//! queued batches, appends them to the WAL as one record (one fsync for all of them when any
+//! of them asked for one), inserts them into the memtable and publishes their sequence
+//! numbers. Every writer waits on its own condition variable: the leader wakes exactly the
+//! writers whose batches it committed, and the one that leads next.
 //! A full memtable is sealed and a new WAL started; `flush` waits for the flush thread to
 //! write the sealed memtable to L0, `sync` fsyncs the WAL.
 
@@ -12,8 +14,9 @@ use crate::key::{SeqNo, ValueKind, MAX_SEQ};
 use crate::memtable::Memtable;
 use crate::stats::Counters;
 use crate::wal::{self, WalWriter};
+use crate::write_options::WriteOptions;
 use bytes::Bytes;
-use parking_lot::MutexGuard;
+use parking_lot::{Condvar, MutexGuard};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -23,7 +26,8 @@ use std::time::Duration;
 const MAX_GROUP_BYTES: usize = 1 << 20;
 
 pub(crate) enum PendingKind {
-    Write(WriteBatch),
+    /// A batch, and whether the WAL must be fsynced before it is acknowledged.
+    Write(WriteBatch, bool),
     /// Seal the memtable even if it is not full (for `flush`).
     Seal,
 }
@@ -31,6 +35,18 @@ pub(crate) enum PendingKind {
 struct Pending {
     id: u64,
     kind: PendingKind,
+    /// The writer's own condition variable (one per thread, reused).
+    cv: Arc<Condvar>,
+}
+
+/// One write of a group: its id, batch, sync request and the condition variable that wakes
+/// its writer.
+type GroupMember = (u64, WriteBatch, bool, Arc<Condvar>);
+
+thread_local! {
+    /// The condition variable this thread waits on while its write is queued (a thread has at
+    /// most one write queued at a time).
+    static WRITER_CV: Arc<Condvar> = Arc::new(Condvar::new());
 }
 
 /// The writers waiting to be committed, and the outcomes not yet collected.
@@ -57,11 +73,11 @@ impl WriteQueue {
     }
 
     /// Takes queued writes from the front, up to [`MAX_GROUP_BYTES`] (at least one).
-    fn take_group(&mut self) -> Vec<(u64, WriteBatch)> {
+    fn take_group(&mut self) -> Vec<GroupMember> {
         let mut group = Vec::new();
         let mut bytes = 0usize;
         while let Some(front) = self.queue.front() {
-            let PendingKind::Write(b) = &front.kind else {
+            let PendingKind::Write(b, _) = &front.kind else {
                 break;
             };
             if !group.is_empty() && bytes + b.ops.len() > MAX_GROUP_BYTES {
@@ -70,12 +86,13 @@ impl WriteQueue {
             bytes += b.ops.len();
             let Some(Pending {
                 id,
-                kind: PendingKind::Write(b),
+                kind: PendingKind::Write(b, sync),
+                cv,
             }) = self.queue.pop_front()
             else {
                 break;
             };
-            group.push((id, b));
+            group.push((id, b, sync, cv));
         }
         group
     }
@@ -86,16 +103,35 @@ impl WriteQueue {
             self.results.insert(p.id, outcome);
         }
     }
+
+    /// Wakes every queued writer (on close: each finds its answer or leads and fails).
+    pub(super) fn wake_all(&self) {
+        for p in &self.queue {
+            p.cv.notify_one();
+        }
+    }
 }
 
 impl Core {
+    /// Commits a non-empty, valid batch, fsynced first if `opts` (or, by default,
+    /// `sync_writes`) asks.
+    pub(crate) fn write(&self, batch: WriteBatch, opts: WriteOptions) -> Result<()> {
+        let sync = opts.needs_sync(self.opts.sync_writes);
+        self.submit(PendingKind::Write(batch, sync))
+    }
+
     /// Queues a write (or a seal) and waits until a leader, perhaps this thread, has done it.
     pub(crate) fn submit(&self, kind: PendingKind) -> Result<()> {
         let mut st = self.state.lock();
         self.writable(&st)?;
         let id = st.writes.next_id;
         st.writes.next_id += 1;
-        st.writes.queue.push_back(Pending { id, kind });
+        let cv = WRITER_CV.with(Arc::clone);
+        st.writes.queue.push_back(Pending {
+            id,
+            kind,
+            cv: cv.clone(),
+        });
         loop {
             if let Some(outcome) = st.writes.results.remove(&id) {
                 return outcome;
@@ -104,20 +140,27 @@ impl Core {
             if !w.leader_active && w.queue.front().is_some_and(|p| p.id == id) {
                 break;
             }
-            self.writer_cv.wait(&mut st);
+            cv.wait(&mut st);
         }
         st.writes.leader_active = true;
-        self.lead(&mut st);
+        let done = self.lead(&mut st);
         st.writes.leader_active = false;
-        self.writer_cv.notify_all();
+        // Wake the writers whose requests this leader finished, and the next leader.
+        for cv in done {
+            cv.notify_one();
+        }
+        if let Some(next) = st.writes.queue.front() {
+            next.cv.notify_one();
+        }
         let outcome = st.writes.results.remove(&id);
         drop(st);
         outcome.unwrap_or(Ok(()))
     }
 
     /// Runs one group as leader. Holds the state lock except while writing the WAL and the
-    /// memtable. Every request it takes gets an outcome in `results`.
-    fn lead(&self, st: &mut MutexGuard<'_, State>) {
+    /// memtable. Every request it takes gets an outcome in `results`; returns the condition
+    /// variables of their writers.
+    fn lead(&self, st: &mut MutexGuard<'_, State>) -> Vec<Arc<Condvar>> {
         let seal = matches!(
             st.writes.queue.front().map(|p| &p.kind),
             Some(PendingKind::Seal)
@@ -125,14 +168,14 @@ impl Core {
         if let Err(e) = self.make_room(st, seal) {
             // Fail the leader's own request only; others retry as leaders.
             st.writes.finish_front(Err(e));
-            return;
+            return Vec::new();
         }
         if seal {
             st.writes.finish_front(Ok(()));
-            return;
+            return Vec::new();
         }
         let group = st.writes.take_group();
-        let count: u64 = group.iter().map(|(_, b)| u64::from(b.count)).sum();
+        let count: u64 = group.iter().map(|g| u64::from(g.1.count)).sum();
         let last = st.writes.last_seq;
         // The group takes `first_seq ..= first_seq + count - 1`, all below `MAX_SEQ` (which
         // lookups use to see every write).
@@ -143,56 +186,43 @@ impl Core {
             let e = Error::InvalidArgument(format!(
                 "sequence numbers exhausted: the last is {last}, the largest is {MAX_SEQ}"
             ));
-            for (id, _) in group {
-                st.writes.results.insert(id, Err(e.clone()));
-            }
-            return;
+            return finish_group(st, group, Err(e));
         };
         let last_seq = first_seq + count - 1; // first_seq >= 1, first_seq + count <= MAX_SEQ
         let mem = st.tree.mem.clone();
+        Counters::add(&self.counters.write_groups, 1);
         let result = MutexGuard::unlocked(st, || self.commit_group(&group, first_seq, &mem));
         // On failure the WAL may hold part of the record: never acknowledge, never reuse its
         // sequence numbers.
         st.writes.last_seq = last_seq;
-        match result {
-            Ok(()) => {
-                self.read.publish_seq(last_seq);
-                let user_bytes: u64 = group.iter().map(|(_, b)| b.user_bytes).sum();
-                Counters::add(&self.counters.user_bytes_written, user_bytes);
-                for (id, _) in group {
-                    st.writes.results.insert(id, Ok(()));
-                }
-            }
-            Err(e) => {
-                self.poison(st, &e);
-                for (id, _) in group {
-                    st.writes.results.insert(id, Err(e.clone()));
-                }
-            }
+        if let Err(e) = &result {
+            self.poison(st, e);
+        } else {
+            self.read.publish_seq(last_seq);
+            let user_bytes: u64 = group.iter().map(|g| g.1.user_bytes).sum();
+            Counters::add(&self.counters.user_bytes_written, user_bytes);
         }
+        finish_group(st, group, result)
     }
 
     /// Appends a group to the WAL (syncing it if asked) and inserts it into `mem`.
-    fn commit_group(
-        &self,
-        group: &[(u64, WriteBatch)],
-        first_seq: SeqNo,
-        mem: &Memtable,
-    ) -> Result<()> {
-        let count: u64 = group.iter().map(|(_, b)| u64::from(b.count)).sum();
+    fn commit_group(&self, group: &[GroupMember], first_seq: SeqNo, mem: &Memtable) -> Result<()> {
+        let count: u64 = group.iter().map(|g| u64::from(g.1.count)).sum();
         let count = u32::try_from(count).map_err(|_| {
             Error::InvalidArgument(format!("a write group of {count} operations is too large"))
         })?;
         let mut wal = self.wal.lock();
         let w = wal.as_mut().ok_or(Error::Closed)?;
-        let parts: Vec<&[u8]> = group.iter().map(|(_, b)| b.ops.as_slice()).collect();
+        let parts: Vec<&[u8]> = group.iter().map(|g| g.1.ops.as_slice()).collect();
         w.append(first_seq, count, &parts)?;
-        if self.opts.sync_writes {
+        // One fsync covers every write of the group, and every write before it.
+        if group.iter().any(|g| g.2) {
             w.sync()?;
+            Counters::add(&self.counters.wal_syncs, 1);
         }
         drop(wal);
         let mut seq = first_seq;
-        for (_, b) in group {
+        for (_, b, _, _) in group {
             let ops = wal::decode_ops(&b.ops, b.count)
                 .ok_or_else(|| Error::InvalidArgument("write batch encoding is damaged".into()))?;
             for op in ops {
@@ -209,13 +239,30 @@ impl Core {
 
     /// Makes sure the memtable has room (sealing it if full, or if `force`), waiting while
     /// too many memtables wait for flush or L0 is at the stop trigger.
-    fn make_room(&self, st: &mut MutexGuard<'_, State>, mut force: bool) -> Result<()> {
+    fn make_room(&self, st: &mut MutexGuard<'_, State>, force: bool) -> Result<()> {
+        let start = std::time::Instant::now();
+        let mut stalled = false;
+        let res = self.make_room_inner(st, force, &mut stalled);
+        if stalled {
+            let micros = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+            Counters::add(&self.counters.write_stall_micros, micros);
+        }
+        res
+    }
+
+    fn make_room_inner(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        mut force: bool,
+        stalled: &mut bool,
+    ) -> Result<()> {
         let mut slowed = false;
         loop {
             self.writable(st)?;
             let l0 = st.tree.version.levels[0].len();
             if self.opts.auto_compaction && !slowed && l0 >= self.opts.l0_slowdown_trigger {
                 slowed = true;
+                *stalled = true;
                 Counters::add(&self.counters.write_slowdowns, 1);
                 MutexGuard::unlocked(st, || std::thread::sleep(Duration::from_millis(1)));
                 continue;
@@ -229,6 +276,7 @@ impl Core {
             if st.tree.imms.len() >= self.opts.max_immutable_memtables
                 || (self.opts.auto_compaction && l0 >= self.opts.l0_stop_trigger)
             {
+                *stalled = true;
                 Counters::add(&self.counters.write_stops, 1);
                 self.bg_cv.notify_all();
                 self.room_cv.wait_for(st, Duration::from_millis(100));
@@ -306,6 +354,9 @@ impl Core {
             Some(w) => w.sync(),
             None => Err(Error::Closed),
         };
+        if res.is_ok() {
+            Counters::add(&self.counters.wal_syncs, 1);
+        }
         if let Err(e) = &res {
             let mut st = self.state.lock();
             self.poison(&mut st, e);
@@ -317,4 +368,19 @@ impl Core {
     pub(crate) fn writes_accepted(&self) -> Result<()> {
         self.check_writable()
     }
+}
+
+/// Records `outcome` for every write of `group`; returns their writers' condition variables.
+fn finish_group(
+    st: &mut MutexGuard<'_, State>,
+    group: Vec<GroupMember>,
+    outcome: Result<()>,
+) -> Vec<Arc<Condvar>> {
+    group
+        .into_iter()
+        .map(|(id, _, _, cv)| {
+            st.writes.results.insert(id, outcome.clone());
+            cv
+        })
+        .collect()
 }

@@ -13,6 +13,7 @@ use crate::encoding::{put_u32, put_varint, u32_at, Reader};
 use crate::key;
 use bytes::Bytes;
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 /// Builds one block.
 #[derive(Debug)]
@@ -93,10 +94,46 @@ impl BlockBuilder {
 
 /// A parsed block: its contents and where the restart array starts.
 #[derive(Clone, Debug)]
-pub(crate) struct Block {
+pub(crate) struct Block(Arc<Parsed>);
+
+/// The parsed form of a block, shared by the block cache and every value handed out of it.
+#[derive(Debug)]
+pub(crate) struct Parsed {
     data: Bytes,
     entries_end: usize,
     num_restarts: usize,
+    /// The first restart offsets, copied next to the fields above: a block-cache hit brings
+    /// them into the CPU cache with the reference count it takes, so a seek does not wait on
+    /// a second memory load for the restart array at the block's end.
+    inline_restarts: [u32; INLINE_RESTARTS],
+    /// The first 8 bytes of those restarts' user keys (zero-padded, big-endian), so that the
+    /// binary search over the restarts rarely loads a key from the block; valid only if
+    /// `prefixes_known`.
+    restart_prefixes: [u64; INLINE_RESTARTS],
+    prefixes_known: bool,
+    /// Every entry was decoded and the keys strictly increase (checked once, when the block
+    /// was parsed for the block cache), so a seek need not check the order again.
+    ordered: bool,
+}
+
+/// The first 8 bytes of `user_key`, zero-padded, as a big-endian number: if two such
+/// prefixes differ, the keys compare the same way.
+fn prefix8(user_key: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = user_key.len().min(8);
+    b[..n].copy_from_slice(&user_key[..n]);
+    u64::from_be_bytes(b)
+}
+
+/// Restart offsets kept in [`Parsed::inline_restarts`] (a 4 KiB block of 100-byte values has
+/// three).
+const INLINE_RESTARTS: usize = 6;
+
+impl std::ops::Deref for Block {
+    type Target = Parsed;
+    fn deref(&self) -> &Parsed {
+        &self.0
+    }
 }
 
 /// One decoded entry: the full key and the value (a slice of the block).
@@ -119,27 +156,102 @@ impl Block {
         if num_restarts == 0 {
             return None;
         }
-        let block = Block {
+        let mut block = Parsed {
             data,
             entries_end,
             num_restarts,
+            inline_restarts: [0; INLINE_RESTARTS],
+            restart_prefixes: [0; INLINE_RESTARTS],
+            prefixes_known: false,
+            ordered: false,
         };
         // Every restart offset must point inside the entries area.
         for i in 0..num_restarts {
-            let r = block.restart(i)?;
-            if r > entries_end || (r == entries_end && entries_end != 0) {
+            let r = u32_at(&block.data, entries_end + i * 4)?;
+            if r as usize > entries_end || (r as usize == entries_end && entries_end != 0) {
                 return None;
             }
+            if let Some(slot) = block.inline_restarts.get_mut(i) {
+                *slot = r;
+            }
         }
-        Some(block)
+        let prefixes: Option<Vec<u64>> = (0..num_restarts.min(INLINE_RESTARTS))
+            .map(|i| Some(prefix8(key::decode(block.restart_key(i)?)?.0)))
+            .collect();
+        if let Some(p) = prefixes {
+            block.restart_prefixes[..p.len()].copy_from_slice(&p);
+            block.prefixes_known = true;
+        }
+        Some(Block(Arc::new(block)))
     }
 
+    /// [`parse`](Self::parse), then decodes every entry and checks that the keys strictly
+    /// increase: what a block must pass before it is cached, so that the seeks of every later
+    /// hit can skip the order check. `None` if anything is malformed.
+    pub(crate) fn parse_checked(data: Bytes) -> Option<Block> {
+        let Block(parsed) = Block::parse(data)?;
+        let mut parsed = Arc::into_inner(parsed)?;
+        parsed.ordered = SEEK_BUFFERS.with(|bufs| {
+            let (key, prev) = &mut *bufs.borrow_mut();
+            parsed.check_order(key, prev)
+        });
+        parsed.ordered.then(|| Block(Arc::new(parsed)))
+    }
+
+    /// The value of the first entry at or after (`user_key`, `trailer`), sharing the block's
+    /// memory (not copied), with that entry's user key and trailer: what a point get needs.
+    /// `Err(())` if the block is malformed.
+    pub(crate) fn seek_point(
+        &self,
+        user_key: &[u8],
+        trailer: u64,
+    ) -> Result<Option<PointEntry>, ()> {
+        SEEK_BUFFERS.with(|bufs| {
+            let (key, prev) = &mut *bufs.borrow_mut();
+            let Some(value) = self.seek_into(user_key, trailer, key, prev)? else {
+                return Ok(None);
+            };
+            let (u, t) = key::decode(key).ok_or(())?;
+            Ok(Some(PointEntry {
+                same_user_key: u == user_key,
+                trailer: t,
+                // The value owns a reference to the parsed block, which this get already
+                // holds: no second reference count on the block's bytes is touched.
+                value: Bytes::from_owner(ValueInBlock {
+                    block: self.clone(),
+                    range: value,
+                }),
+            }))
+        })
+    }
+}
+
+/// A value inside a block: keeps the block alive for as long as the value is.
+struct ValueInBlock {
+    block: Block,
+    range: std::ops::Range<usize>,
+}
+
+impl AsRef<[u8]> for ValueInBlock {
+    fn as_ref(&self) -> &[u8] {
+        &self.block.data[self.range.clone()]
+    }
+}
+
+impl Parsed {
     /// Bytes of the block's contents.
     pub(crate) fn len(&self) -> usize {
         self.data.len()
     }
 
     fn restart(&self, i: usize) -> Option<usize> {
+        if let Some(&r) = self
+            .inline_restarts
+            .get(i)
+            .filter(|_| i < self.num_restarts)
+        {
+            return Some(r as usize);
+        }
         u32_at(&self.data, self.entries_end + i * 4).map(|r| r as usize)
     }
 
@@ -195,25 +307,88 @@ impl Block {
 
     /// The first entry whose key is at or after (`user_key`, `trailer`) in internal order:
     /// `Ok(None)` if every key is before it, `Err(())` if the block is malformed.
+    #[cfg(test)]
     pub(crate) fn seek(&self, user_key: &[u8], trailer: u64) -> Result<Option<BlockEntry>, ()> {
+        let (mut key, mut prev) = (Vec::new(), Vec::new());
+        Ok(self
+            .seek_into(user_key, trailer, &mut key, &mut prev)?
+            .map(|v| (Bytes::from(key), self.data.slice(v))))
+    }
+
+    /// Decodes every entry (without allocating) and checks that the keys strictly increase.
+    fn check_order(&self, key: &mut Vec<u8>, prev: &mut Vec<u8>) -> bool {
+        key.clear();
+        prev.clear();
+        let mut pos = 0;
+        while pos < self.entries_end {
+            let Some(e) = self.raw_entry(pos) else {
+                return false;
+            };
+            if e.shared > key.len() {
+                return false;
+            }
+            key.truncate(e.shared);
+            key.extend_from_slice(&self.data[e.key_delta]);
+            if key::decode(key).is_none() || (pos > 0 && !key::cmp_encoded(prev, key).is_lt()) {
+                return false;
+            }
+            std::mem::swap(key, prev);
+            key.clone_from(prev);
+            pos = e.next;
+        }
+        true
+    }
+
+    /// The seek itself: leaves the found entry's full key in `key` and returns its value's
+    /// position. `key` and `prev` are scratch buffers, reused across seeks so that walking a
+    /// block allocates nothing.
+    fn seek_into(
+        &self,
+        user_key: &[u8],
+        trailer: u64,
+        key: &mut Vec<u8>,
+        prev: &mut Vec<u8>,
+    ) -> Result<Option<std::ops::Range<usize>>, ()> {
         let cmp = |k: &[u8]| -> Result<Ordering, ()> {
             let (u, t) = key::decode(k).ok_or(())?;
             Ok(key::cmp_parts(u, t, user_key, trailer))
         };
-        // Largest restart whose key is before the target.
+        // Largest restart whose key is before the target. The inline key prefixes decide
+        // most steps without loading the restart key from the block.
+        let target = prefix8(user_key);
         let (mut lo, mut hi) = (0usize, self.num_restarts);
         while hi - lo > 1 {
             let mid = (lo + hi) / 2;
-            let k = self.restart_key(mid).ok_or(())?;
-            if cmp(k)? == Ordering::Less {
+            let known = match self.restart_prefixes.get(mid) {
+                Some(p) if self.prefixes_known && *p != target => Some(p.cmp(&target)),
+                _ => None,
+            };
+            let ord = match known {
+                Some(o) => o,
+                None => cmp(self.restart_key(mid).ok_or(())?)?,
+            };
+            if ord == Ordering::Less {
                 lo = mid;
             } else {
                 hi = mid;
             }
         }
         let mut pos = self.restart(lo).ok_or(())?;
-        let mut key: Vec<u8> = Vec::new();
-        let mut prev: Vec<u8> = Vec::new();
+        // Touch every cache line of the restart interval up front: the loads are independent,
+        // so a block that is cold in the CPU cache (a block-cache hit) costs about one memory
+        // latency here instead of one per entry walked.
+        let end = if hi < self.num_restarts {
+            self.restart(hi).unwrap_or(self.entries_end)
+        } else {
+            self.entries_end
+        };
+        let mut touched = 0u8;
+        for p in (pos..end).step_by(64) {
+            touched ^= self.data[p];
+        }
+        std::hint::black_box(touched);
+        key.clear();
+        prev.clear();
         while pos < self.entries_end {
             let e = self.raw_entry(pos).ok_or(())?;
             if e.shared > key.len() {
@@ -222,17 +397,35 @@ impl Block {
             key.truncate(e.shared);
             key.extend_from_slice(&self.data[e.key_delta.clone()]);
             // The keys this seek walks past must increase, or the answer could be wrong.
-            if !prev.is_empty() && !key::cmp_encoded(&prev, &key).is_lt() {
+            if !self.ordered && !prev.is_empty() && !key::cmp_encoded(prev, key).is_lt() {
                 return Err(());
             }
-            if cmp(&key)? != Ordering::Less {
-                return Ok(Some((Bytes::from(key), self.data.slice(e.value))));
+            if cmp(key)? != Ordering::Less {
+                return Ok(Some(e.value));
             }
-            prev.clone_from(&key);
+            if !self.ordered {
+                prev.clone_from(key);
+            }
             pos = e.next;
         }
         Ok(None)
     }
+}
+
+/// What [`Block::seek_point`] found.
+pub(crate) struct PointEntry {
+    /// The entry's user key is the one looked up.
+    pub(crate) same_user_key: bool,
+    /// The entry's trailer (sequence number and kind).
+    pub(crate) trailer: u64,
+    /// The entry's value, sharing the block's memory.
+    pub(crate) value: Bytes,
+}
+
+thread_local! {
+    /// Scratch key buffers of [`Block::seek_point`], one pair per thread.
+    static SEEK_BUFFERS: std::cell::RefCell<(Vec<u8>, Vec<u8>)> =
+        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
 }
 
 #[cfg(test)]
@@ -312,6 +505,11 @@ mod tests {
             b.finish_into(&mut out);
             let block = Block::parse(Bytes::from(out)).unwrap();
             assert!(block.entries().is_none(), "{keys:?}");
+            // Never admitted to the block cache.
+            assert!(
+                Block::parse_checked(block.data.clone()).is_none(),
+                "{keys:?}"
+            );
             assert!(block.seek(b"z", lookup_trailer(9)).is_err(), "{keys:?}");
         }
     }
@@ -330,9 +528,21 @@ mod tests {
             let keys: Vec<Vec<u8>> = std::mem::take(&mut keys).into_iter().collect();
             let refs: Vec<(&[u8], u64)> = keys.iter().map(|k| (k.as_slice(), 1)).collect();
             let block = build(&refs, interval);
-            let got = block.seek(&probe, lookup_trailer(5)).unwrap().map(|(k, _)| key::user_key(&k).to_vec());
+            let checked = Block::parse_checked(block.data.clone()).unwrap();
+            prop_assert!(checked.ordered && !block.ordered);
             let want = keys.iter().find(|k| k.as_slice() >= probe.as_slice()).cloned();
-            prop_assert_eq!(got, want);
+            for b in [&block, &checked] {
+                let got = b.seek(&probe, lookup_trailer(5)).unwrap().map(|(k, _)| key::user_key(&k).to_vec());
+                prop_assert_eq!(&got, &want);
+                let point = b.seek_point(&probe, lookup_trailer(5)).unwrap();
+                prop_assert_eq!(point.is_some(), want.is_some());
+                if let (Some(p), Some(w)) = (point, &want) {
+                    prop_assert_eq!(p.same_user_key, w == &probe);
+                    let i = keys.iter().position(|k| k == w).unwrap();
+                    let v = format!("v{i}");
+                    prop_assert_eq!(&p.value[..], v.as_bytes());
+                }
+            }
         }
     }
 }

@@ -504,10 +504,14 @@ impl TableReader {
             cost.cache_misses += 1;
         }
         let raw = self.read_block(h, BlockKind::Data, cost)?;
-        let block = self.parse_data(raw, h.offset)?;
-        if let Some(c) = cache {
-            c.insert(self.id, h.offset, block.clone());
-        }
+        let Some(c) = cache else {
+            return self.parse_data(raw, h.offset);
+        };
+        // A block is cached only once all of it has been decoded and found in order.
+        let block = Block::parse_checked(raw).ok_or_else(|| {
+            Error::corruption(&self.path, h.offset, "data block: malformed entry")
+        })?;
+        c.insert(self.id, h.offset, block.clone());
         Ok(block)
     }
 
@@ -665,24 +669,21 @@ impl TableReader {
     fn lookup_in(&self, block: &Block, i: usize, user_key: &[u8], t: u64) -> Result<TableLookup> {
         let offset = self.index[i].handle.offset;
         let found = block
-            .seek(user_key, t)
+            .seek_point(user_key, t)
             .map_err(|()| Error::corruption(&self.path, offset, "data block: malformed entry"))?;
         Ok(match found {
-            Some((k, v)) => match key::decode(&k) {
-                Some((u, tr)) if u == user_key => match key::trailer_kind(tr) {
-                    Some(ValueKind::Put) => TableLookup::Value(v),
-                    Some(ValueKind::Delete) => TableLookup::Deleted,
-                    None => {
-                        return Err(Error::corruption(
-                            &self.path,
-                            offset,
-                            format!("data block: unknown value kind {}", tr as u8),
-                        ))
-                    }
-                },
-                _ => TableLookup::Absent,
+            Some(e) if e.same_user_key => match key::trailer_kind(e.trailer) {
+                Some(ValueKind::Put) => TableLookup::Value(e.value),
+                Some(ValueKind::Delete) => TableLookup::Deleted,
+                None => {
+                    return Err(Error::corruption(
+                        &self.path,
+                        offset,
+                        format!("data block: unknown value kind {}", e.trailer as u8),
+                    ))
+                }
             },
-            None => TableLookup::Absent,
+            _ => TableLookup::Absent,
         })
     }
 

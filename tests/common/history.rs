@@ -84,9 +84,14 @@ impl Op {
     }
 
     pub fn run(&self, db: &Db) -> siltdb::Result<()> {
+        self.run_with(db, siltdb::WriteOptions::default())
+    }
+
+    /// [`run`](Op::run) with a per-write durability choice.
+    pub fn run_with(&self, db: &Db, opts: siltdb::WriteOptions) -> siltdb::Result<()> {
         match self {
-            Op::Put(k, v) => db.insert(k, v),
-            Op::Delete(k) => db.remove(k),
+            Op::Put(k, v) => db.insert_with(k, v, opts),
+            Op::Delete(k) => db.remove_with(k, opts),
             Op::Batch(ops) => {
                 let mut b = WriteBatch::new();
                 for (k, v) in ops {
@@ -95,7 +100,7 @@ impl Op {
                         None => b.remove(k),
                     };
                 }
-                db.write(b)
+                db.write_with(b, opts)
             }
         }
     }
