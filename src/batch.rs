@@ -32,6 +32,15 @@ impl WriteBatch {
         WriteBatch::default()
     }
 
+    /// An empty batch with room for `bytes` of encoded operations (about key and value
+    /// lengths plus 12 bytes per operation) before it reallocates.
+    pub fn with_capacity(bytes: usize) -> WriteBatch {
+        WriteBatch {
+            ops: Vec::with_capacity(bytes.min(MAX_BATCH_SIZE)),
+            ..WriteBatch::default()
+        }
+    }
+
     fn push(&mut self, kind: ValueKind, key: &[u8], value: &[u8]) {
         if self.invalid.is_some() {
             return;

@@ -99,11 +99,25 @@ pub(crate) fn cmp_encoded(a: &[u8], b: &[u8]) -> Ordering {
 pub(crate) struct InternalKey {
     pub(crate) user_key: Bytes,
     pub(crate) trailer: u64,
+    /// [`key_prefix`] of `user_key`, kept next to it so that most comparisons in the memtable's
+    /// skiplist decide without loading the key's bytes.
+    prefix: u64,
+}
+
+/// The first 8 bytes of `user_key`, zero-padded, as a big-endian number. If two keys'
+/// prefixes differ, the keys compare the same way; if they are equal, the keys must be
+/// compared in full.
+pub(crate) fn key_prefix(user_key: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = user_key.len().min(8);
+    b[..n].copy_from_slice(&user_key[..n]);
+    u64::from_be_bytes(b)
 }
 
 impl InternalKey {
     pub(crate) fn new(user_key: Bytes, seq: SeqNo, kind: ValueKind) -> Self {
         InternalKey {
+            prefix: key_prefix(&user_key),
             user_key,
             trailer: trailer(seq, kind),
         }
@@ -116,7 +130,9 @@ impl InternalKey {
 
 impl Ord for InternalKey {
     fn cmp(&self, other: &Self) -> Ordering {
-        cmp_parts(&self.user_key, self.trailer, &other.user_key, other.trailer)
+        self.prefix
+            .cmp(&other.prefix)
+            .then_with(|| cmp_parts(&self.user_key, self.trailer, &other.user_key, other.trailer))
     }
 }
 
@@ -131,6 +147,8 @@ impl PartialOrd for InternalKey {
 pub(crate) trait KeyView {
     fn user_key(&self) -> &[u8];
     fn trailer(&self) -> u64;
+    /// [`key_prefix`] of the user key.
+    fn prefix(&self) -> u64;
 }
 
 impl KeyView for InternalKey {
@@ -140,12 +158,26 @@ impl KeyView for InternalKey {
     fn trailer(&self) -> u64 {
         self.trailer
     }
+    fn prefix(&self) -> u64 {
+        self.prefix
+    }
 }
 
 /// A lookup key built from borrowed parts.
 pub(crate) struct KeyRef<'a> {
-    pub(crate) user_key: &'a [u8],
-    pub(crate) trailer: u64,
+    user_key: &'a [u8],
+    trailer: u64,
+    prefix: u64,
+}
+
+impl<'a> KeyRef<'a> {
+    pub(crate) fn new(user_key: &'a [u8], trailer: u64) -> KeyRef<'a> {
+        KeyRef {
+            user_key,
+            trailer,
+            prefix: key_prefix(user_key),
+        }
+    }
 }
 
 impl KeyView for KeyRef<'_> {
@@ -154,6 +186,9 @@ impl KeyView for KeyRef<'_> {
     }
     fn trailer(&self) -> u64 {
         self.trailer
+    }
+    fn prefix(&self) -> u64 {
+        self.prefix
     }
 }
 
@@ -179,12 +214,14 @@ impl PartialOrd for dyn KeyView + '_ {
 
 impl Ord for dyn KeyView + '_ {
     fn cmp(&self, other: &Self) -> Ordering {
-        cmp_parts(
-            self.user_key(),
-            self.trailer(),
-            other.user_key(),
-            other.trailer(),
-        )
+        self.prefix().cmp(&other.prefix()).then_with(|| {
+            cmp_parts(
+                self.user_key(),
+                self.trailer(),
+                other.user_key(),
+                other.trailer(),
+            )
+        })
     }
 }
 
@@ -221,14 +258,35 @@ mod tests {
     #[test]
     fn borrowed_view_orders_like_owned() {
         let owned = InternalKey::new(Bytes::from_static(b"k"), 3, ValueKind::Put);
-        let view = KeyRef {
-            user_key: b"k",
-            trailer: lookup_trailer(3),
-        };
+        let view = KeyRef::new(b"k", lookup_trailer(3));
         let o: &dyn KeyView = &owned;
         let v: &dyn KeyView = &view;
         assert!(v < o);
         assert_eq!(trailer_seq(owned.trailer), 3);
         assert_eq!(owned.kind(), Some(ValueKind::Put));
+    }
+
+    proptest::proptest! {
+        /// The prefix shortcut never changes the order: keys of 0..12 bytes over a small
+        /// alphabet (with zero bytes, so that padded prefixes tie) compare as `cmp_parts` says.
+        #[test]
+        fn prefix_shortcut_keeps_internal_key_order(
+            a in proptest::collection::vec(0u8..3, 0..12),
+            b in proptest::collection::vec(0u8..3, 0..12),
+            ta in 0u64..4,
+            tb in 0u64..4,
+        ) {
+            let want = cmp_parts(&a, ta, &b, tb);
+            let (oa, ob) = (
+                InternalKey { prefix: key_prefix(&a), user_key: Bytes::from(a.clone()), trailer: ta },
+                InternalKey { prefix: key_prefix(&b), user_key: Bytes::from(b.clone()), trailer: tb },
+            );
+            proptest::prop_assert_eq!(oa.cmp(&ob), want);
+            let (va, vb) = (KeyRef::new(&a, ta), KeyRef::new(&b, tb));
+            let (va, vb): (&dyn KeyView, &dyn KeyView) = (&va, &vb);
+            proptest::prop_assert_eq!(va.cmp(vb), want);
+            let vo: &dyn KeyView = &ob;
+            proptest::prop_assert_eq!(va.cmp(vo), want);
+        }
     }
 }

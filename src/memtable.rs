@@ -107,10 +107,7 @@ impl Memtable {
 
     /// The newest version of `user_key` with sequence at most `seq`.
     pub(crate) fn get(&self, user_key: &[u8], seq: SeqNo) -> Lookup {
-        let probe = KeyRef {
-            user_key,
-            trailer: key::lookup_trailer(seq),
-        };
+        let probe = KeyRef::new(user_key, key::lookup_trailer(seq));
         let probe: &dyn KeyView = &probe;
         match self.map.lower_bound(Bound::Included(probe)) {
             Some(e) if e.key().user_key.as_ref() == user_key => match e.key().kind() {
@@ -129,7 +126,7 @@ impl Memtable {
         trailer: u64,
         inclusive: bool,
     ) -> Option<Entry> {
-        let probe = KeyRef { user_key, trailer };
+        let probe = KeyRef::new(user_key, trailer);
         let probe: &dyn KeyView = &probe;
         let bound = if inclusive {
             Bound::Included(probe)
@@ -149,7 +146,7 @@ impl Memtable {
         trailer: u64,
         inclusive: bool,
     ) -> Option<Entry> {
-        let probe = KeyRef { user_key, trailer };
+        let probe = KeyRef::new(user_key, trailer);
         let probe: &dyn KeyView = &probe;
         let bound = if inclusive {
             Bound::Included(probe)

@@ -26,6 +26,7 @@ fn the_purge_thread_deletes_what_a_reader_held_last() {
                 .to_string();
             log.lock().push((path.to_path_buf(), who));
         })),
+        on_sync_dir: None,
     };
     let dir = Path::new("/db");
     let db = Db::open_with(

@@ -17,7 +17,7 @@ use crate::wal::{self, WalWriter};
 use crate::write_options::WriteOptions;
 use bytes::Bytes;
 use parking_lot::{Condvar, MutexGuard};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,7 +55,7 @@ pub(super) struct WriteQueue {
     next_id: u64,
     leader_active: bool,
     /// Outcomes of writes committed (or failed) by another writer's group.
-    results: BTreeMap<u64, Result<()>>,
+    results: HashMap<u64, Result<()>>,
     /// Sequence number of the last write given one (visible once its group is in the
     /// memtable).
     pub(super) last_seq: SeqNo,
@@ -67,7 +67,7 @@ impl WriteQueue {
             queue: VecDeque::new(),
             next_id: 0,
             leader_active: false,
-            results: BTreeMap::new(),
+            results: HashMap::new(),
             last_seq,
         }
     }
@@ -174,7 +174,7 @@ impl Core {
             st.writes.finish_front(Ok(()));
             return Vec::new();
         }
-        let group = st.writes.take_group();
+        let mut group = st.writes.take_group();
         let count: u64 = group.iter().map(|g| u64::from(g.1.count)).sum();
         let last = st.writes.last_seq;
         // The group takes `first_seq ..= first_seq + count - 1`, all below `MAX_SEQ` (which
@@ -191,7 +191,7 @@ impl Core {
         let last_seq = first_seq + count - 1; // first_seq >= 1, first_seq + count <= MAX_SEQ
         let mem = st.tree.mem.clone();
         Counters::add(&self.counters.write_groups, 1);
-        let result = MutexGuard::unlocked(st, || self.commit_group(&group, first_seq, &mem));
+        let result = MutexGuard::unlocked(st, || self.commit_group(&mut group, first_seq, &mem));
         // On failure the WAL may hold part of the record: never acknowledge, never reuse its
         // sequence numbers.
         st.writes.last_seq = last_seq;
@@ -206,7 +206,12 @@ impl Core {
     }
 
     /// Appends a group to the WAL (syncing it if asked) and inserts it into `mem`.
-    fn commit_group(&self, group: &[GroupMember], first_seq: SeqNo, mem: &Memtable) -> Result<()> {
+    fn commit_group(
+        &self,
+        group: &mut [GroupMember],
+        first_seq: SeqNo,
+        mem: &Memtable,
+    ) -> Result<()> {
         let count: u64 = group.iter().map(|g| u64::from(g.1.count)).sum();
         let count = u32::try_from(count).map_err(|_| {
             Error::InvalidArgument(format!("a write group of {count} operations is too large"))
@@ -221,16 +226,19 @@ impl Core {
             Counters::add(&self.counters.wal_syncs, 1);
         }
         drop(wal);
+        // The memtable entries are slices of each batch's one encoding (the bytes the WAL
+        // record was just written from): no key or value is copied again.
         let mut seq = first_seq;
-        for (_, b, _, _) in group {
-            let ops = wal::decode_ops(&b.ops, b.count)
+        for (_, b, _, _) in group.iter_mut() {
+            let encoded = Bytes::from(std::mem::take(&mut b.ops));
+            let ops = wal::decode_ops(&encoded, b.count)
                 .ok_or_else(|| Error::InvalidArgument("write batch encoding is damaged".into()))?;
             for op in ops {
                 let value = match op.kind {
-                    ValueKind::Put => Bytes::copy_from_slice(op.value),
+                    ValueKind::Put => encoded.slice_ref(op.value),
                     ValueKind::Delete => Bytes::new(),
                 };
-                mem.insert(Bytes::copy_from_slice(op.key), seq, op.kind, value);
+                mem.insert(encoded.slice_ref(op.key), seq, op.kind, value);
                 seq += 1;
             }
         }
@@ -288,10 +296,14 @@ impl Core {
     }
 
     /// Starts a new WAL and memtable, and hands the full one to the flush thread.
+    ///
+    /// The file creation, the directory fsync and the old WAL's fsync run without the state
+    /// lock: readers, the background threads and `close` go on meanwhile. Other writers wait
+    /// behind this leader as they do for any group (the new memtable is not there yet).
     fn seal_memtable(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
         let number = self.file_numbers.fetch_add(1, Ordering::SeqCst);
         let path = filename::wal_path(&self.dir, number);
-        let res = (|| -> Result<()> {
+        let res = MutexGuard::unlocked(st, || -> Result<()> {
             // A WAL numbered past the limit would be ignored by the next open as a foreign
             // file, losing its writes: refuse to start one.
             filename::check_new_number(&self.dir, number)?;
@@ -300,16 +312,18 @@ impl Core {
                 .sync_dir(&self.dir)
                 .map_err(|e| io_context("sync directory", &self.dir, e))?;
             let mut wal = self.wal.lock();
-            if let Some(old) = wal.as_mut() {
-                // Sync the old WAL so that a power loss keeps a prefix of the history: the
-                // new WAL may be synced later while the old one is not.
-                old.sync()?;
-            }
+            // `close` took the WAL while the lock was released: nothing more is written.
+            let old = wal.as_mut().ok_or(Error::Closed)?;
+            // Sync the old WAL so that a power loss keeps a prefix of the history: the new
+            // WAL may be synced later while the old one is not.
+            old.sync()?;
             *wal = Some(new_wal);
             Ok(())
-        })();
+        });
         if let Err(e) = res {
-            self.poison(st, &e);
+            if !matches!(e, Error::Closed) {
+                self.poison(st, &e);
+            }
             return Err(e);
         }
         let old = std::mem::replace(

@@ -116,14 +116,7 @@ pub(crate) struct Parsed {
     ordered: bool,
 }
 
-/// The first 8 bytes of `user_key`, zero-padded, as a big-endian number: if two such
-/// prefixes differ, the keys compare the same way.
-fn prefix8(user_key: &[u8]) -> u64 {
-    let mut b = [0u8; 8];
-    let n = user_key.len().min(8);
-    b[..n].copy_from_slice(&user_key[..n]);
-    u64::from_be_bytes(b)
-}
+use crate::key::key_prefix as prefix8;
 
 /// Restart offsets kept in [`Parsed::inline_restarts`] (a 4 KiB block of 100-byte values has
 /// three).

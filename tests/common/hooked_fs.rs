@@ -1,5 +1,6 @@
-//! [`HookedFs`]: a `MemFs` that calls a test's hook before every open and every remove (to
-//! count opens, slow one file down, or record which thread removed a file).
+//! [`HookedFs`]: a `MemFs` that calls a test's hook before every open, every remove and every
+//! directory sync (to count opens, slow one file down, record which thread removed a file, or
+//! hold a directory sync while the test looks at what else can run).
 #![allow(dead_code)]
 
 use siltdb::fs::{FileLock, FileSystem, MemFs, RandomAccessFile, WritableFile};
@@ -15,6 +16,7 @@ pub struct HookedFs {
     pub inner: MemFs,
     pub on_open: Option<Hook>,
     pub on_remove: Option<Hook>,
+    pub on_sync_dir: Option<Hook>,
 }
 
 impl std::fmt::Debug for HookedFs {
@@ -49,6 +51,9 @@ impl FileSystem for HookedFs {
         self.inner.create_dir_all(dir)
     }
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        if let Some(h) = &self.on_sync_dir {
+            h(dir);
+        }
         self.inner.sync_dir(dir)
     }
     fn sync_file(&self, path: &Path) -> io::Result<()> {
