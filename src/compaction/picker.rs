@@ -56,9 +56,11 @@ impl Plan {
         let mut plan = Plan::merge_down(version, level, inputs);
         let gp_bytes: u64 = plan.grandparents.iter().map(|t| t.meta.size).sum();
         // A sorted level's tables never share user keys, so any set of them with nothing
-        // overlapping below can move down as is. L0 tables may overlap each other: only one.
+        // overlapping below can move down as is. L0 tables may overlap each other: they move
+        // together only if no two share a user key (a sequential load's flushes), and then
+        // in any order.
         let movable = if level == 0 {
-            plan.inputs.len() == 1
+            disjoint(&plan.inputs)
         } else {
             !plan.inputs.is_empty()
         };
@@ -115,6 +117,17 @@ fn below(version: &Version, level: usize, lo: &[u8], hi: &[u8]) -> Vec<Arc<Table
     } else {
         Vec::new()
     }
+}
+
+/// True if `tables` is not empty and no two of them share a user key: sorted by smallest
+/// key, each ends (in user-key order) before the next begins.
+fn disjoint(tables: &[Arc<TableHandle>]) -> bool {
+    let mut sorted: Vec<&Arc<TableHandle>> = tables.iter().collect();
+    sorted.sort_by(|a, b| key::cmp_encoded(&a.meta.smallest, &b.meta.smallest));
+    !sorted.is_empty()
+        && sorted
+            .windows(2)
+            .all(|w| key::user_key(&w[0].meta.largest) < key::user_key(&w[1].meta.smallest))
 }
 
 /// Grandparent bytes one output table may overlap before it is cut (LevelDB's rule).
