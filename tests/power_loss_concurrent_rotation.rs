@@ -55,7 +55,7 @@ fn power_loss_images_during_concurrent_rotations_are_prefixes() {
         let opts =
             common::small_options().file_system(Arc::new(image.clone()) as Arc<dyn FileSystem>);
         let db2 = Db::open_with(dir, opts).unwrap_or_else(|e| panic!("image {n}: {e:?}"));
-        for t in 0..WRITERS {
+        for (t, &synced_floor) in floor.iter().enumerate() {
             // The writer's writes present, in order: they must be 0..p with nothing missing.
             let mut p = 0i64;
             while p < PER_WRITER && db2.get(key(t, p)).unwrap().is_some() {
@@ -68,9 +68,8 @@ fn power_loss_images_during_concurrent_rotations_are_prefixes() {
                 );
             }
             assert!(
-                p > floor[t],
-                "image {n}: writer {t}'s synced write {} lost (kept {p})",
-                floor[t]
+                p > synced_floor,
+                "image {n}: writer {t}'s synced write {synced_floor} lost (kept {p})"
             );
             if p < PER_WRITER {
                 lost_something = true;
