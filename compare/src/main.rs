@@ -1,0 +1,262 @@
+//! `siltdb-compare`: `db_bench` and YCSB workloads run side by side on siltdb and the engines
+//! users compare it with, each engine in its own process from an empty directory, with the
+//! same settings (see `engine.rs`). Prints a Markdown table and writes JSON lines.
+//!
+//! ```sh
+//! cargo run --release -p siltdb-compare -- --keys 1000000 --out /tmp/compare
+//! cargo run --release -p siltdb-compare -- --engines siltdb,fjall --workloads fillrandom,readrandom
+//! ```
+//!
+//! What the numbers mean: the data lives on the local file system and, at the default sizes,
+//! fits in the operating system's page cache, which is not dropped between workloads; a
+//! "block read" of an engine is then a copy from that cache, not a device read.
+
+mod chart;
+mod engine;
+mod workload;
+
+use clap::Parser;
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use workload::{Figures, Shape};
+
+#[derive(Parser, Debug)]
+#[command(about = "db_bench and YCSB workloads, side by side on siltdb and its peers")]
+struct Args {
+    /// Engines, comma-separated (default: every engine this build has).
+    #[arg(long, value_delimiter = ',')]
+    engines: Vec<String>,
+    /// Workloads, comma-separated, run in this order (default: all).
+    #[arg(long, value_delimiter = ',')]
+    workloads: Vec<String>,
+    /// Keys loaded by fillseq/fillrandom.
+    #[arg(long, default_value_t = 1_000_000)]
+    keys: u64,
+    /// Operations of each read and YCSB workload.
+    #[arg(long, default_value_t = 200_000)]
+    reads: u64,
+    /// Key size in bytes (at least 16).
+    #[arg(long, default_value_t = 16)]
+    key_size: usize,
+    /// Value size in bytes.
+    #[arg(long, default_value_t = 100)]
+    value_size: usize,
+    /// Reader threads of the read workloads.
+    #[arg(long, default_value_t = 1)]
+    threads: u64,
+    /// Block cache budget of every engine, MiB.
+    #[arg(long, default_value_t = 64)]
+    cache_mib: u64,
+    /// Memtable size of every engine that has one, MiB.
+    #[arg(long, default_value_t = 16)]
+    memtable_mib: u64,
+    /// Seed of the key streams.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Directory for the databases and the results (`results.jsonl`, `results.md`).
+    #[arg(long, default_value = "/tmp/siltdb-compare")]
+    out: PathBuf,
+    /// Internal: run one engine in this process and print JSON lines.
+    #[arg(long, hide = true)]
+    child: Option<String>,
+}
+
+fn main() {
+    let args = Args::parse();
+    let code = match run(&args) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("siltdb-compare: {e}");
+            1
+        }
+    };
+    std::process::exit(code);
+}
+
+fn run(args: &Args) -> Result<(), String> {
+    if args.key_size < 16 || args.threads == 0 || args.keys == 0 {
+        return Err("--key-size must be at least 16, --threads and --keys at least 1".into());
+    }
+    let workloads: Vec<String> = if args.workloads.is_empty() {
+        workload::ALL.iter().map(|w| w.to_string()).collect()
+    } else {
+        args.workloads.clone()
+    };
+    if let Some(w) = workloads
+        .iter()
+        .find(|w| !workload::ALL.contains(&w.as_str()))
+    {
+        return Err(format!(
+            "unknown workload {w}; known: {}",
+            workload::ALL.join(", ")
+        ));
+    }
+    if let Some(name) = &args.child {
+        return child(args, name, &workloads);
+    }
+    let engines: Vec<String> = if args.engines.is_empty() {
+        engine::available().iter().map(|e| e.to_string()).collect()
+    } else {
+        args.engines.clone()
+    };
+    std::fs::create_dir_all(&args.out).map_err(|e| e.to_string())?;
+    let mut all: Vec<serde_json::Value> = Vec::new();
+    let bars = indicatif::MultiProgress::new();
+    let style = indicatif::ProgressStyle::with_template(
+        "{prefix:>15} [{bar:30}] {pos}/{len} workloads, now {msg} ({elapsed})",
+    )
+    .map_err(|e| e.to_string())?
+    .progress_chars("=> ");
+    for e in &engines {
+        let bar = bars.add(indicatif::ProgressBar::new(workloads.len() as u64));
+        bar.set_style(style.clone());
+        bar.set_prefix(e.clone());
+        bar.set_message(workloads.first().cloned().unwrap_or_default());
+        let me = std::env::current_exe().map_err(|e| e.to_string())?;
+        let mut child = Command::new(me)
+            .args(std::env::args().skip(1))
+            .args(["--child", e])
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        let out = child.stdout.take().ok_or("no child stdout")?;
+        for line in std::io::BufReader::new(out).lines() {
+            let line = line.map_err(|e| e.to_string())?;
+            let v: serde_json::Value = serde_json::from_str(&line).map_err(|e| e.to_string())?;
+            bar.inc(1);
+            let done = bar.position() as usize;
+            bar.set_message(workloads.get(done).cloned().unwrap_or_default());
+            all.push(v);
+        }
+        bar.finish_with_message("done");
+        let status = child.wait().map_err(|e| e.to_string())?;
+        if !status.success() {
+            return Err(format!("engine {e} failed ({status})"));
+        }
+    }
+    let mut jsonl =
+        std::fs::File::create(args.out.join("results.jsonl")).map_err(|e| e.to_string())?;
+    for v in &all {
+        writeln!(jsonl, "{v}").map_err(|e| e.to_string())?;
+    }
+    let table = markdown(&all, args);
+    std::fs::write(args.out.join("results.md"), &table).map_err(|e| e.to_string())?;
+    let charts = chart::draw(&all, &args.out)?;
+    println!("{table}");
+    eprintln!(
+        "results in {}: results.md, results.jsonl, {}",
+        args.out.display(),
+        charts.join(", ")
+    );
+    Ok(())
+}
+
+/// Runs every workload on engine `name` in this process, printing one JSON line each.
+fn child(args: &Args, name: &str, workloads: &[String]) -> Result<(), String> {
+    let settings = engine::Settings {
+        cache_bytes: args.cache_mib << 20,
+        memtable_bytes: args.memtable_mib << 20,
+        bits_per_key: 10,
+    };
+    let shape = Shape {
+        keys: args.keys,
+        reads: args.reads,
+        key_size: args.key_size,
+        value_size: args.value_size,
+        threads: args.threads,
+        seed: args.seed,
+    };
+    let base = args.out.join(name);
+    let _ = std::fs::remove_dir_all(&base);
+    // fillseq gets a database of its own; everything else runs on fillrandom's.
+    let seq_dir = base.join("fillseq");
+    let main_dir = base.join("main");
+    let mut main: Option<Box<dyn engine::Engine>> = None;
+    for w in workloads {
+        let figures: Figures = if w == "fillseq" {
+            std::fs::create_dir_all(&seq_dir).map_err(|e| e.to_string())?;
+            let e = engine::open(name, &seq_dir, settings)?;
+            let f = workload::run(name, e.as_ref(), &seq_dir, w, shape)?;
+            drop(e);
+            let _ = std::fs::remove_dir_all(&seq_dir);
+            f
+        } else {
+            if main.is_none() {
+                std::fs::create_dir_all(&main_dir).map_err(|e| e.to_string())?;
+                main = Some(engine::open(name, &main_dir, settings)?);
+                if w != "fillrandom" && !workloads.iter().any(|x| x == "fillrandom") {
+                    // Reads need data: load it first, untimed.
+                    let e = main.as_deref().ok_or("no engine")?;
+                    workload::run(name, e, &main_dir, "fillrandom", shape)?;
+                }
+            }
+            let e = main.as_deref().ok_or("no engine")?;
+            workload::run(name, e, &main_dir, w, shape)?
+        };
+        let line = serde_json::to_string(&figures).map_err(|e| e.to_string())?;
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{line}").map_err(|e| e.to_string())?;
+        out.flush().map_err(|e| e.to_string())?;
+    }
+    drop(main);
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
+
+/// One table: a row per workload, a column group per engine.
+fn markdown(all: &[serde_json::Value], args: &Args) -> String {
+    let mut engines: Vec<&str> = Vec::new();
+    let mut workloads: Vec<&str> = Vec::new();
+    for v in all {
+        let (e, w) = (
+            v["engine"].as_str().unwrap_or("?"),
+            v["workload"].as_str().unwrap_or("?"),
+        );
+        if !engines.contains(&e) {
+            engines.push(e);
+        }
+        if !workloads.contains(&w) {
+            workloads.push(w);
+        }
+    }
+    let mut s = format!(
+        "{} keys ({}-byte keys, {}-byte values), {} ops per read workload, {} reader thread(s), \
+         {} MiB block cache and {} MiB memtable for every engine, no compression, 10 bits/key \
+         Bloom, WAL not synced; data in the page cache.\n\n",
+        args.keys,
+        args.key_size,
+        args.value_size,
+        args.reads,
+        args.threads,
+        args.cache_mib,
+        args.memtable_mib
+    );
+    s.push_str("| workload | engine | ops/s | p50 us | p99 us | p99.9 us | peak RSS MiB | disk MiB | write amp | blocks/get |\n");
+    s.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for w in &workloads {
+        for e in &engines {
+            let Some(v) = all
+                .iter()
+                .find(|v| v["engine"].as_str() == Some(e) && v["workload"].as_str() == Some(w))
+            else {
+                continue;
+            };
+            let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
+            s.push_str(&format!(
+                "| {w} | {e} | {:.0} | {:.1} | {:.1} | {:.1} | {:.0} | {:.1} | {:.2} | {} |\n",
+                f("ops_per_sec"),
+                f("p50_us"),
+                f("p99_us"),
+                f("p999_us"),
+                f("peak_rss_mib"),
+                f("disk_bytes") / 1048576.0,
+                f("write_amp"),
+                v["blocks_per_get"]
+                    .as_f64()
+                    .map_or("-".to_string(), |b| format!("{b:.3}")),
+            ));
+        }
+    }
+    s
+}
