@@ -118,24 +118,35 @@ impl Memtable {
         }
     }
 
-    /// The first entry after (`user_key`, `trailer`) in internal order, or at it if
-    /// `inclusive`.
-    pub(crate) fn seek_forward(
+    /// Up to `max` entries in internal order, starting after (`user_key`, `trailer`) (or at
+    /// it if `inclusive`), or at the first entry if `from` is `None`; appended to `out`. One
+    /// skiplist search, then a walk along the bottom level.
+    pub(crate) fn entries_from(
         &self,
-        user_key: &[u8],
-        trailer: u64,
-        inclusive: bool,
-    ) -> Option<Entry> {
-        let probe = KeyRef::new(user_key, trailer);
-        let probe: &dyn KeyView = &probe;
-        let bound = if inclusive {
-            Bound::Included(probe)
-        } else {
-            Bound::Excluded(probe)
+        from: Option<(&[u8], u64, bool)>,
+        max: usize,
+        out: &mut std::collections::VecDeque<Entry>,
+    ) {
+        let mut cur = match from {
+            Some((user_key, trailer, inclusive)) => {
+                let probe = KeyRef::new(user_key, trailer);
+                let probe: &dyn KeyView = &probe;
+                let bound = if inclusive {
+                    Bound::Included(probe)
+                } else {
+                    Bound::Excluded(probe)
+                };
+                self.map.lower_bound(bound)
+            }
+            None => self.map.front(),
         };
-        self.map
-            .lower_bound(bound)
-            .map(|e| (e.key().clone(), e.value().clone()))
+        while let Some(e) = cur {
+            out.push_back((e.key().clone(), e.value().clone()));
+            if out.len() >= max {
+                break;
+            }
+            cur = e.next();
+        }
     }
 
     /// The last entry before (`user_key`, `trailer`) in internal order, or at it if
@@ -212,12 +223,22 @@ mod tests {
         for (i, k) in ["a", "b", "c"].iter().enumerate() {
             m.insert(b(k), i as u64 + 1, ValueKind::Put, b(k));
         }
-        let (k, _) = m
-            .seek_forward(b"b", key::lookup_trailer(key::MAX_SEQ), true)
-            .unwrap();
+        let mut out = std::collections::VecDeque::new();
+        m.entries_from(
+            Some((b"b", key::lookup_trailer(key::MAX_SEQ), true)),
+            1,
+            &mut out,
+        );
+        let (k, _) = out.pop_front().unwrap();
         assert_eq!(k.user_key, b("b"));
-        let (k, _) = m.seek_forward(&k.user_key, k.trailer, false).unwrap();
-        assert_eq!(k.user_key, b("c"));
+        m.entries_from(Some((&k.user_key, k.trailer, false)), 5, &mut out);
+        // After "b": "c" only (a batch stops at the end, or at `max`).
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].0.user_key, b("c"));
+        out.clear();
+        m.entries_from(None, 2, &mut out);
+        let keys: Vec<Bytes> = out.iter().map(|(k, _)| k.user_key.clone()).collect();
+        assert_eq!(keys, vec![b("a"), b("b")]);
         let (k, _) = m.seek_backward(b"c", 0, true).unwrap();
         assert_eq!(k.user_key, b("c"));
         let (k, _) = m.seek_backward(&k.user_key, k.trailer, false).unwrap();

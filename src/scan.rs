@@ -51,12 +51,18 @@ pub(crate) fn prefix_bounds(prefix: &[u8]) -> KeyRange {
 }
 
 /// One memtable's entries in a range, walked by re-seeking from the last key each end
-/// returned, so that no borrow of the skiplist is held.
+/// returned, so that no borrow of the skiplist is held. The front takes a batch per seek
+/// (4 entries, doubling up to 64 as the scan goes on), so a long scan searches the skiplist
+/// rarely and a short one copies little. A batch is safe to hold: every entry the scan can
+/// see was in the memtable before the scan started.
 struct MemIter {
     mem: Arc<Memtable>,
     range: KeyRange,
     front: Option<InternalKey>,
     back: Option<InternalKey>,
+    /// Entries fetched for the front and not yet returned.
+    ahead: std::collections::VecDeque<(InternalKey, Bytes)>,
+    batch: usize,
     done: bool,
 }
 
@@ -76,14 +82,19 @@ impl Iterator for MemIter {
         if self.done {
             return None;
         }
-        let cand = match &self.front {
-            Some(k) => self.mem.seek_forward(&k.user_key, k.trailer, false),
-            None => match &self.range.lo {
-                Bound::Included(b) => self.mem.seek_forward(b, u64::MAX, true),
-                Bound::Excluded(b) => self.mem.seek_forward(b, 0, false),
-                Bound::Unbounded => self.mem.first(),
-            },
-        };
+        if self.ahead.is_empty() {
+            let from = match &self.front {
+                Some(k) => Some((&k.user_key[..], k.trailer, false)),
+                None => match &self.range.lo {
+                    Bound::Included(b) => Some((&b[..], u64::MAX, true)),
+                    Bound::Excluded(b) => Some((&b[..], 0, false)),
+                    Bound::Unbounded => None,
+                },
+            };
+            self.mem.entries_from(from, self.batch, &mut self.ahead);
+            self.batch = (self.batch * 2).min(64);
+        }
+        let cand = self.ahead.pop_front();
         let Some(cand) = cand else {
             self.done = true;
             return None;
@@ -169,6 +180,8 @@ pub(crate) fn new_iter(
                 range: range.clone(),
                 front: None,
                 back: None,
+                ahead: std::collections::VecDeque::new(),
+                batch: 4,
                 done: false,
             }));
         }
@@ -355,6 +368,8 @@ mod tests {
             range: bounds(&(&b"b"[..]..)),
             front: None,
             back: None,
+            ahead: std::collections::VecDeque::new(),
+            batch: 4,
             done: false,
         };
         assert_eq!(it.next().unwrap().unwrap().user_key, "b");

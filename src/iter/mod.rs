@@ -27,17 +27,6 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
-    /// Splits an encoded internal key (from a block) without copying.
-    pub(crate) fn from_encoded(ikey: Bytes, value: Bytes) -> Option<Entry> {
-        let (_, trailer) = key::decode(&ikey)?;
-        let n = ikey.len() - key::TRAILER_LEN;
-        Some(Entry {
-            user_key: ikey.slice(..n),
-            trailer,
-            value,
-        })
-    }
-
     pub(crate) fn seq(&self) -> SeqNo {
         key::trailer_seq(self.trailer)
     }

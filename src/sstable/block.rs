@@ -273,6 +273,39 @@ impl Parsed {
         (e.shared == 0).then(|| &self.data[e.key_delta])
     }
 
+    /// End of the entries area (where the restart array starts).
+    pub(crate) fn entries_end(&self) -> usize {
+        self.entries_end
+    }
+
+    /// True if the block was fully decoded and found in order when it was parsed for the
+    /// block cache.
+    pub(crate) fn is_ordered(&self) -> bool {
+        self.ordered
+    }
+
+    /// Decodes the entry at `pos`: `key` must hold the previous entry's key (empty at a
+    /// restart) and is turned into this entry's key. Returns the value's position and where
+    /// the next entry starts; `None` if the entry is malformed.
+    pub(crate) fn entry_at(
+        &self,
+        pos: usize,
+        key: &mut Vec<u8>,
+    ) -> Option<(std::ops::Range<usize>, usize)> {
+        let e = self.raw_entry(pos)?;
+        if e.shared > key.len() {
+            return None;
+        }
+        key.truncate(e.shared);
+        key.extend_from_slice(&self.data[e.key_delta]);
+        Some((e.value, e.next))
+    }
+
+    /// A slice of the block's bytes (shared, not copied).
+    pub(crate) fn slice(&self, range: std::ops::Range<usize>) -> Bytes {
+        self.data.slice(range)
+    }
+
     /// Decodes every entry in order; `None` if any is malformed or the keys do not strictly
     /// increase (in internal-key order): a block out of order would answer seeks wrongly.
     pub(crate) fn entries(&self) -> Option<Vec<BlockEntry>> {

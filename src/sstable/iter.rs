@@ -1,9 +1,13 @@
-//! Walking a table's entries in a key range, from both ends, one data block at a time.
+//! Walking a table's entries in a key range, from both ends, one data block at a time, each
+//! block decoded entry by entry as the walk needs it.
 
+use super::block::Block;
 use super::reader::{CacheUse, ReadCost, Readahead, TableReader};
 use crate::error::{Error, Result};
 use crate::iter::{ChunkSource, Chunked, Entry, KeyRange, RangeFilter};
 use crate::key;
+use bytes::Bytes;
+use std::collections::VecDeque;
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -13,31 +17,158 @@ pub(crate) struct TableBlocks {
     table: Arc<TableReader>,
     cache: CacheUse,
     ahead: Readahead,
+    /// The range's lower bound (a user key) and the block it falls in: the front of that
+    /// block skips, without copying them out, the entries below it.
+    lo: Option<(Bytes, usize)>,
 }
 
 impl ChunkSource for TableBlocks {
-    type Chunk = std::vec::IntoIter<Result<Entry>>;
+    type Chunk = BlockCursor;
 
-    fn load(&mut self, i: usize) -> Result<Self::Chunk> {
+    fn load(&mut self, i: usize) -> Result<BlockCursor> {
         let mut cost = ReadCost::default();
-        let entries = match self.cache {
-            CacheUse::Fill => self.table.data_block_entries(i, &mut cost)?,
-            CacheUse::Bypass => {
-                self.table
-                    .data_block_entries_ahead(i, &mut self.ahead, &mut cost)?
-            }
+        let block = match self.cache {
+            CacheUse::Fill => self.table.data_block(i, &mut cost)?,
+            CacheUse::Bypass => self.table.data_block_ahead(i, &mut self.ahead, &mut cost)?,
         };
-        let offset = self.table.index()[i].handle.offset;
-        let path = self.table.path();
-        let out: Vec<Result<Entry>> = entries
-            .into_iter()
-            .map(|(k, v)| {
-                Entry::from_encoded(k, v).ok_or_else(|| {
-                    Error::corruption(path, offset, "data block: key shorter than its trailer")
-                })
-            })
-            .collect();
-        Ok(out.into_iter())
+        Ok(BlockCursor {
+            block,
+            table: self.table.clone(),
+            i,
+            pos: 0,
+            key: Vec::new(),
+            prev: Vec::new(),
+            decoded: 0,
+            rest: None,
+            finished: false,
+            skip_below: self
+                .lo
+                .as_ref()
+                .filter(|(_, b)| *b == i)
+                .map(|(k, _)| k.clone()),
+        })
+    }
+}
+
+/// The entries of one data block, decoded one at a time as the front asks for them (a scan
+/// that stops after a few entries decodes and copies only those). The back end, when asked,
+/// decodes what is left at once. Checks as it goes what decoding the whole block would check:
+/// every entry well formed, keys strictly increasing, the first key after the previous
+/// block's index key (or the table's smallest key), every key at most this block's index key,
+/// and the last block ending exactly at it.
+pub(crate) struct BlockCursor {
+    block: Block,
+    table: Arc<TableReader>,
+    i: usize,
+    /// Where the next entry from the front starts.
+    pos: usize,
+    /// The key of the entry last decoded, and of the one before it.
+    key: Vec<u8>,
+    prev: Vec<u8>,
+    decoded: usize,
+    /// Once the back end is used: the entries not yet taken, decoded.
+    rest: Option<VecDeque<Result<Entry>>>,
+    finished: bool,
+    /// Entries whose user key is below this are checked but not returned.
+    skip_below: Option<Bytes>,
+}
+
+impl BlockCursor {
+    fn bad(&mut self, detail: &str) -> Option<Result<Entry>> {
+        self.finished = true;
+        let offset = self.table.index()[self.i].handle.offset;
+        Some(Err(Error::corruption(
+            self.table.path(),
+            offset,
+            format!("data block: {detail}"),
+        )))
+    }
+
+    /// The next entry from the front, decoded from the block.
+    fn decode_next(&mut self) -> Option<Result<Entry>> {
+        loop {
+            if self.finished {
+                return None;
+            }
+            let index = self.table.index();
+            let last_block = self.i + 1 == index.len();
+            if self.pos >= self.block.entries_end() {
+                self.finished = true;
+                if self.decoded == 0 {
+                    return self.bad("no entries");
+                }
+                if last_block && self.key[..] != index[self.i].last_key[..] {
+                    return self.bad("keys outside the range the index gives the block");
+                }
+                return None;
+            }
+            std::mem::swap(&mut self.key, &mut self.prev);
+            self.key.clone_from(&self.prev);
+            let Some((value, next)) = self.block.entry_at(self.pos, &mut self.key) else {
+                return self.bad("malformed entry or keys out of order");
+            };
+            let Some((user_key, trailer)) = key::decode(&self.key) else {
+                return self.bad("key shorter than its trailer");
+            };
+            if self.decoded > 0
+                && !self.block.is_ordered()
+                && !key::cmp_encoded(&self.prev, &self.key).is_lt()
+            {
+                return self.bad("malformed entry or keys out of order");
+            }
+            let starts_right = self.decoded > 0
+                || match self.i.checked_sub(1) {
+                    Some(p) => key::cmp_encoded(&index[p].last_key, &self.key).is_lt(),
+                    None => self.key[..] == self.table.properties().smallest[..],
+                };
+            if !starts_right || key::cmp_encoded(&self.key, &index[self.i].last_key).is_gt() {
+                return self.bad("keys outside the range the index gives the block");
+            }
+            self.pos = next;
+            self.decoded += 1;
+            if let Some(lo) = &self.skip_below {
+                if user_key < &lo[..] {
+                    continue;
+                }
+                self.skip_below = None;
+            }
+            return Some(Ok(Entry {
+                user_key: Bytes::copy_from_slice(user_key),
+                trailer,
+                value: self.block.slice(value),
+            }));
+        }
+    }
+}
+
+impl Iterator for BlockCursor {
+    type Item = Result<Entry>;
+
+    fn next(&mut self) -> Option<Result<Entry>> {
+        match &mut self.rest {
+            Some(rest) => rest.pop_front(),
+            None => self.decode_next(),
+        }
+    }
+}
+
+impl DoubleEndedIterator for BlockCursor {
+    fn next_back(&mut self) -> Option<Result<Entry>> {
+        if self.rest.is_none() {
+            let mut rest = VecDeque::new();
+            while let Some(item) = self.decode_next() {
+                let failed = item.is_err();
+                rest.push_back(item);
+                if failed {
+                    // The error comes out first, from either end.
+                    let e = rest.pop_back();
+                    self.rest = Some(VecDeque::new());
+                    return e;
+                }
+            }
+            self.rest = Some(rest);
+        }
+        self.rest.as_mut()?.pop_back()
     }
 }
 
@@ -61,10 +192,15 @@ pub(crate) fn table_iter(table: Arc<TableReader>, range: KeyRange, cache: CacheU
         }
         Bound::Unbounded => index.len(),
     };
+    let lo = match &range.lo {
+        Bound::Included(lo) | Bound::Excluded(lo) if start < end => Some((lo.clone(), start)),
+        _ => None,
+    };
     let blocks = TableBlocks {
         table,
         cache,
         ahead: Readahead::default(),
+        lo,
     };
     RangeFilter::new(Chunked::new(blocks, start, end), range)
 }

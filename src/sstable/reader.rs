@@ -557,18 +557,6 @@ impl TableReader {
         self.entries_in_range(&block, i)
     }
 
-    /// Decodes every entry of data block `i`, read sequentially (see
-    /// [`data_block_ahead`](Self::data_block_ahead)).
-    pub(crate) fn data_block_entries_ahead(
-        &self,
-        i: usize,
-        ahead: &mut Readahead,
-        cost: &mut ReadCost,
-    ) -> Result<Vec<BlockEntry>> {
-        let block = self.data_block_ahead(i, ahead, cost)?;
-        self.entries_in_range(&block, i)
-    }
-
     /// The entries of data block `i`, checked to lie where the index says: after the previous
     /// block's index key (block 0 starts at the table's smallest key), up to and including this
     /// block's index key, which is the block's last key or a shorter separator after it
@@ -1068,6 +1056,27 @@ mod tests {
             .data_block_entries(2, &mut cost)
             .unwrap_err()
             .is_corruption());
+        // A scan, which decodes blocks entry by entry, finds it too, from either end, after
+        // the entries before it.
+        let moved = Arc::new(moved);
+        for backwards in [false, true] {
+            let it = crate::sstable::iter::table_iter(
+                moved.clone(),
+                crate::iter::KeyRange::all(),
+                CacheUse::Fill,
+            );
+            let items: Vec<Result<crate::iter::Entry>> = if backwards {
+                it.rev().collect()
+            } else {
+                it.collect()
+            };
+            let first_err = items.iter().position(|r| r.is_err()).unwrap();
+            assert!(items[first_err].as_ref().unwrap_err().is_corruption());
+            assert_eq!(first_err + 1, items.len(), "the scan stops at the error");
+            if !backwards {
+                assert!(first_err > 0, "blocks 0 and 1 are read first");
+            }
+        }
     }
 
     #[test]
