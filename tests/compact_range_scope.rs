@@ -91,8 +91,21 @@ fn only_tables_overlapping_the_range_are_rewritten() {
 
 #[test]
 fn a_multi_level_tree_is_compacted_down_the_range_only() {
+    // The tree's shape depends on when background compactions ran; a seed whose tree leaves
+    // less than half of the tables out of the range's reach would make the test weak, so
+    // the next seed is tried (at most ten).
+    for seed in 3u64..13 {
+        if compact_down_the_range_only(seed) {
+            return;
+        }
+    }
+    panic!("no seed built a tree with most tables out of the range's reach");
+}
+
+/// Runs the scenario on a tree built from `seed`; false if that tree is unsuitable.
+fn compact_down_the_range_only(seed: u64) -> bool {
     let dir = tempfile::tempdir().unwrap();
-    let mut rng = common::Rng(3);
+    let mut rng = common::Rng(seed);
     {
         // L0 emptied at every flush, so that no table spans the whole key space.
         let opts = common::small_options().l0_compaction_trigger(1);
@@ -108,8 +121,9 @@ fn a_multi_level_tree_is_compacted_down_the_range_only() {
     let model: Vec<_> = common::scan_all(db.iter());
     let before = tables(&db);
     let bottom = before.values().map(|t| t.0).max().unwrap();
-    assert!(before.values().all(|t| t.0 > 0), "{before:?}");
-    assert!(bottom >= 2, "want at least two levels below L0: {before:?}");
+    if !before.values().all(|t| t.0 > 0) || bottom < 2 {
+        return false;
+    }
 
     let (lo, hi) = (key(1000).into_bytes(), key(1199).into_bytes());
     // Every table the compaction may reach: those overlapping the range, then those
@@ -133,7 +147,9 @@ fn a_multi_level_tree_is_compacted_down_the_range_only() {
         .iter()
         .filter(|(_, t)| !overlaps(t, &span_lo, &span_hi))
         .collect();
-    assert!(out_of_reach.len() * 2 > before.len(), "{before:?}");
+    if out_of_reach.len() * 2 <= before.len() {
+        return false;
+    }
 
     db.compact_range(key(1000)..=key(1199)).unwrap();
     let after = tables(&db);
@@ -153,6 +169,7 @@ fn a_multi_level_tree_is_compacted_down_the_range_only() {
     }
     assert_eq!(common::scan_all(db.iter()), model);
     siltdb::inspect::check_invariants(&db).unwrap();
+    true
 }
 
 #[test]
