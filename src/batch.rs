@@ -33,7 +33,9 @@ impl WriteBatch {
     }
 
     /// An empty batch with room for `bytes` of encoded operations (about key and value
-    /// lengths plus 12 bytes per operation) before it reallocates.
+    /// lengths plus 12 bytes per operation) before it reallocates; `new()` reserves nothing.
+    /// The room is capped at [`MAX_BATCH_SIZE`]. No errors: over-limit operations are
+    /// reported by `Db::write` as for any batch.
     pub fn with_capacity(bytes: usize) -> WriteBatch {
         WriteBatch {
             ops: Vec::with_capacity(bytes.min(MAX_BATCH_SIZE)),

@@ -44,6 +44,16 @@ pub(crate) struct Memtable {
 /// An entry copied out of the memtable.
 pub(crate) type Entry = (InternalKey, Bytes);
 
+/// A skiplist bound at `probe`, including it or not.
+fn bound<'a>(probe: &'a KeyRef<'_>, inclusive: bool) -> Bound<&'a dyn KeyView> {
+    let probe: &dyn KeyView = probe;
+    if inclusive {
+        Bound::Included(probe)
+    } else {
+        Bound::Excluded(probe)
+    }
+}
+
 impl Memtable {
     pub(crate) fn new(wal_number: u64) -> Self {
         Memtable::with_filter(wal_number, ScalableBloom::default())
@@ -130,13 +140,7 @@ impl Memtable {
         let mut cur = match from {
             Some((user_key, trailer, inclusive)) => {
                 let probe = KeyRef::new(user_key, trailer);
-                let probe: &dyn KeyView = &probe;
-                let bound = if inclusive {
-                    Bound::Included(probe)
-                } else {
-                    Bound::Excluded(probe)
-                };
-                self.map.lower_bound(bound)
+                self.map.lower_bound(bound(&probe, inclusive))
             }
             None => self.map.front(),
         };
@@ -158,14 +162,8 @@ impl Memtable {
         inclusive: bool,
     ) -> Option<Entry> {
         let probe = KeyRef::new(user_key, trailer);
-        let probe: &dyn KeyView = &probe;
-        let bound = if inclusive {
-            Bound::Included(probe)
-        } else {
-            Bound::Excluded(probe)
-        };
         self.map
-            .upper_bound(bound)
+            .upper_bound(bound(&probe, inclusive))
             .map(|e| (e.key().clone(), e.value().clone()))
     }
 

@@ -12,8 +12,11 @@ pub trait Engine: Send + Sync {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String>;
     /// Seeks to the first key at or after `key` and reads up to `n` entries; returns how many.
     fn seek_scan(&self, key: &[u8], n: usize) -> Result<usize, String>;
-    /// Waits until background work (flushes, compactions) is done, if the engine says.
-    fn wait_quiet(&self) -> Result<(), String>;
+    /// Waits until background work (flushes, compactions) is done, for an engine that can
+    /// say; the others return at once.
+    fn wait_quiet(&self) -> Result<(), String> {
+        Ok(())
+    }
     /// Data blocks read so far, if the engine counts them.
     fn blocks_read(&self) -> Option<u64> {
         None
@@ -75,6 +78,19 @@ fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
+/// Reads up to `n` items of a scan, failing on the first error; returns how many it read.
+fn count<T, E: std::fmt::Display>(
+    n: usize,
+    items: impl Iterator<Item = Result<T, E>>,
+) -> Result<usize, String> {
+    let mut seen = 0;
+    for item in items.take(n) {
+        item.map_err(err)?;
+        seen += 1;
+    }
+    Ok(seen)
+}
+
 struct Silt(siltdb::Db);
 
 impl Silt {
@@ -101,12 +117,7 @@ impl Engine for Silt {
         Ok(self.0.get(key).map_err(err)?.map(|v| v.to_vec()))
     }
     fn seek_scan(&self, key: &[u8], n: usize) -> Result<usize, String> {
-        let mut seen = 0;
-        for item in self.0.range(key..).take(n) {
-            item.map_err(err)?;
-            seen += 1;
-        }
-        Ok(seen)
+        count(n, self.0.range(key..))
     }
     fn wait_quiet(&self) -> Result<(), String> {
         self.0.wait_for_compactions().map_err(err)
@@ -118,7 +129,7 @@ impl Engine for Silt {
 
 #[cfg(feature = "fjall")]
 mod fjall_engine {
-    use super::{err, Engine, Settings};
+    use super::{count, err, Engine, Settings};
     use fjall::{CompressionType, Config, Keyspace, PartitionCreateOptions, PartitionHandle};
     use std::path::Path;
 
@@ -151,22 +162,14 @@ mod fjall_engine {
             Ok(self.part.get(key).map_err(err)?.map(|v| v.to_vec()))
         }
         fn seek_scan(&self, key: &[u8], n: usize) -> Result<usize, String> {
-            let mut seen = 0;
-            for item in self.part.range(key.to_vec()..).take(n) {
-                item.map_err(err)?;
-                seen += 1;
-            }
-            Ok(seen)
-        }
-        fn wait_quiet(&self) -> Result<(), String> {
-            Ok(())
+            count(n, self.part.range(key.to_vec()..))
         }
     }
 }
 
 #[cfg(feature = "sled")]
 mod sled_engine {
-    use super::{err, Engine, Settings};
+    use super::{count, err, Engine, Settings};
     use std::path::Path;
 
     struct Sled(sled::Db);
@@ -188,15 +191,7 @@ mod sled_engine {
             Ok(self.0.get(key).map_err(err)?.map(|v| v.to_vec()))
         }
         fn seek_scan(&self, key: &[u8], n: usize) -> Result<usize, String> {
-            let mut seen = 0;
-            for item in self.0.range(key..).take(n) {
-                item.map_err(err)?;
-                seen += 1;
-            }
-            Ok(seen)
-        }
-        fn wait_quiet(&self) -> Result<(), String> {
-            Ok(())
+            count(n, self.0.range(key..))
         }
     }
 }

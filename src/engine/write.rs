@@ -248,11 +248,11 @@ impl Core {
     /// Makes sure the memtable has room (sealing it if full, or if `force`), waiting while
     /// too many memtables wait for flush or L0 is at the stop trigger.
     fn make_room(&self, st: &mut MutexGuard<'_, State>, force: bool) -> Result<()> {
-        let start = std::time::Instant::now();
-        let mut stalled = false;
-        let res = self.make_room_inner(st, force, &mut stalled);
-        if stalled {
-            let micros = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+        // The clock is read only once a writer stalls, not on every write.
+        let mut stalled_since = None;
+        let res = self.make_room_inner(st, force, &mut stalled_since);
+        if let Some(since) = stalled_since {
+            let micros = u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX);
             Counters::add(&self.counters.write_stall_micros, micros);
         }
         res
@@ -262,7 +262,7 @@ impl Core {
         &self,
         st: &mut MutexGuard<'_, State>,
         mut force: bool,
-        stalled: &mut bool,
+        stalled_since: &mut Option<std::time::Instant>,
     ) -> Result<()> {
         let mut slowed = false;
         loop {
@@ -270,7 +270,7 @@ impl Core {
             let l0 = st.tree.version.levels[0].len();
             if self.opts.auto_compaction && !slowed && l0 >= self.opts.l0_slowdown_trigger {
                 slowed = true;
-                *stalled = true;
+                stalled_since.get_or_insert_with(std::time::Instant::now);
                 Counters::add(&self.counters.write_slowdowns, 1);
                 MutexGuard::unlocked(st, || std::thread::sleep(Duration::from_millis(1)));
                 continue;
@@ -284,7 +284,7 @@ impl Core {
             if st.tree.imms.len() >= self.opts.max_immutable_memtables
                 || (self.opts.auto_compaction && l0 >= self.opts.l0_stop_trigger)
             {
-                *stalled = true;
+                stalled_since.get_or_insert_with(std::time::Instant::now);
                 Counters::add(&self.counters.write_stops, 1);
                 self.bg_cv.notify_all();
                 self.room_cv.wait_for(st, Duration::from_millis(100));

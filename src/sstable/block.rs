@@ -116,8 +116,6 @@ pub(crate) struct Parsed {
     ordered: bool,
 }
 
-use crate::key::key_prefix as prefix8;
-
 /// Restart offsets kept in [`Parsed::inline_restarts`] (a 4 KiB block of 100-byte values has
 /// three).
 const INLINE_RESTARTS: usize = 6;
@@ -142,48 +140,14 @@ struct RawEntry {
 impl Block {
     /// Parses block contents; `None` if the restart array is malformed.
     pub(crate) fn parse(data: Bytes) -> Option<Block> {
-        let n = data.len();
-        let num_restarts = u32_at(&data, n.checked_sub(4)?)? as usize;
-        let restarts_len = num_restarts.checked_mul(4)?.checked_add(4)?;
-        let entries_end = n.checked_sub(restarts_len)?;
-        if num_restarts == 0 {
-            return None;
-        }
-        let mut block = Parsed {
-            data,
-            entries_end,
-            num_restarts,
-            inline_restarts: [0; INLINE_RESTARTS],
-            restart_prefixes: [0; INLINE_RESTARTS],
-            prefixes_known: false,
-            ordered: false,
-        };
-        // Every restart offset must point inside the entries area.
-        for i in 0..num_restarts {
-            let r = u32_at(&block.data, entries_end + i * 4)?;
-            if r as usize > entries_end || (r as usize == entries_end && entries_end != 0) {
-                return None;
-            }
-            if let Some(slot) = block.inline_restarts.get_mut(i) {
-                *slot = r;
-            }
-        }
-        let prefixes: Option<Vec<u64>> = (0..num_restarts.min(INLINE_RESTARTS))
-            .map(|i| Some(prefix8(key::decode(block.restart_key(i)?)?.0)))
-            .collect();
-        if let Some(p) = prefixes {
-            block.restart_prefixes[..p.len()].copy_from_slice(&p);
-            block.prefixes_known = true;
-        }
-        Some(Block(Arc::new(block)))
+        Parsed::new(data).map(|p| Block(Arc::new(p)))
     }
 
     /// [`parse`](Self::parse), then decodes every entry and checks that the keys strictly
     /// increase: what a block must pass before it is cached, so that the seeks of every later
     /// hit can skip the order check. `None` if anything is malformed.
     pub(crate) fn parse_checked(data: Bytes) -> Option<Block> {
-        let Block(parsed) = Block::parse(data)?;
-        let mut parsed = Arc::into_inner(parsed)?;
+        let mut parsed = Parsed::new(data)?;
         parsed.ordered = SEEK_BUFFERS.with(|bufs| {
             let (key, prev) = &mut *bufs.borrow_mut();
             parsed.check_order(key, prev)
@@ -232,6 +196,47 @@ impl AsRef<[u8]> for ValueInBlock {
 }
 
 impl Parsed {
+    /// Parses block contents; `None` if the restart array is malformed.
+    fn new(data: Bytes) -> Option<Parsed> {
+        let n = data.len();
+        let num_restarts = u32_at(&data, n.checked_sub(4)?)? as usize;
+        let restarts_len = num_restarts.checked_mul(4)?.checked_add(4)?;
+        let entries_end = n.checked_sub(restarts_len)?;
+        if num_restarts == 0 {
+            return None;
+        }
+        let mut block = Parsed {
+            data,
+            entries_end,
+            num_restarts,
+            inline_restarts: [0; INLINE_RESTARTS],
+            restart_prefixes: [0; INLINE_RESTARTS],
+            prefixes_known: false,
+            ordered: false,
+        };
+        // Every restart offset must point inside the entries area.
+        for i in 0..num_restarts {
+            let r = u32_at(&block.data, entries_end + i * 4)?;
+            if r as usize > entries_end || (r as usize == entries_end && entries_end != 0) {
+                return None;
+            }
+            if let Some(slot) = block.inline_restarts.get_mut(i) {
+                *slot = r;
+            }
+        }
+        block.prefixes_known = true;
+        for i in 0..num_restarts.min(INLINE_RESTARTS) {
+            match block.restart_key(i).and_then(key::decode) {
+                Some((user_key, _)) => block.restart_prefixes[i] = key::key_prefix(user_key),
+                None => {
+                    block.prefixes_known = false;
+                    break;
+                }
+            }
+        }
+        Some(block)
+    }
+
     /// Bytes of the block's contents.
     pub(crate) fn len(&self) -> usize {
         self.data.len()
@@ -313,20 +318,15 @@ impl Parsed {
         let mut pos = 0;
         let mut key: Vec<u8> = Vec::new();
         while pos < self.entries_end {
-            let e = self.raw_entry(pos)?;
-            if e.shared > key.len() {
-                return None;
-            }
-            key.truncate(e.shared);
-            key.extend_from_slice(&self.data[e.key_delta.clone()]);
+            let (value, next) = self.entry_at(pos, &mut key)?;
             if out
                 .last()
                 .is_some_and(|(prev, _)| !key::cmp_encoded(prev, &key).is_lt())
             {
                 return None;
             }
-            out.push((Bytes::copy_from_slice(&key), self.data.slice(e.value)));
-            pos = e.next;
+            out.push((Bytes::copy_from_slice(&key), self.data.slice(value)));
+            pos = next;
         }
         Some(out)
     }
@@ -347,20 +347,14 @@ impl Parsed {
         prev.clear();
         let mut pos = 0;
         while pos < self.entries_end {
-            let Some(e) = self.raw_entry(pos) else {
+            let Some((_, next)) = self.entry_at(pos, key) else {
                 return false;
             };
-            if e.shared > key.len() {
-                return false;
-            }
-            key.truncate(e.shared);
-            key.extend_from_slice(&self.data[e.key_delta]);
             if key::decode(key).is_none() || (pos > 0 && !key::cmp_encoded(prev, key).is_lt()) {
                 return false;
             }
-            std::mem::swap(key, prev);
-            key.clone_from(prev);
-            pos = e.next;
+            prev.clone_from(key);
+            pos = next;
         }
         true
     }
@@ -381,7 +375,7 @@ impl Parsed {
         };
         // Largest restart whose key is before the target. The inline key prefixes decide
         // most steps without loading the restart key from the block.
-        let target = prefix8(user_key);
+        let target = key::key_prefix(user_key);
         let (mut lo, mut hi) = (0usize, self.num_restarts);
         while hi - lo > 1 {
             let mid = (lo + hi) / 2;
@@ -416,23 +410,18 @@ impl Parsed {
         key.clear();
         prev.clear();
         while pos < self.entries_end {
-            let e = self.raw_entry(pos).ok_or(())?;
-            if e.shared > key.len() {
-                return Err(());
-            }
-            key.truncate(e.shared);
-            key.extend_from_slice(&self.data[e.key_delta.clone()]);
+            let (value, next) = self.entry_at(pos, key).ok_or(())?;
             // The keys this seek walks past must increase, or the answer could be wrong.
             if !self.ordered && !prev.is_empty() && !key::cmp_encoded(prev, key).is_lt() {
                 return Err(());
             }
             if cmp(key)? != Ordering::Less {
-                return Ok(Some(e.value));
+                return Ok(Some(value));
             }
             if !self.ordered {
                 prev.clone_from(key);
             }
-            pos = e.next;
+            pos = next;
         }
         Ok(None)
     }

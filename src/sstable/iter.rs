@@ -90,14 +90,12 @@ impl BlockCursor {
             if self.finished {
                 return None;
             }
-            let index = self.table.index();
-            let last_block = self.i + 1 == index.len();
             if self.pos >= self.block.entries_end() {
                 self.finished = true;
                 if self.decoded == 0 {
                     return self.bad("no entries");
                 }
-                if last_block && self.key[..] != index[self.i].last_key[..] {
+                if !self.table.block_ends_right(self.i, &self.key) {
                     return self.bad("keys outside the range the index gives the block");
                 }
                 return None;
@@ -116,12 +114,8 @@ impl BlockCursor {
             {
                 return self.bad("malformed entry or keys out of order");
             }
-            let starts_right = self.decoded > 0
-                || match self.i.checked_sub(1) {
-                    Some(p) => key::cmp_encoded(&index[p].last_key, &self.key).is_lt(),
-                    None => self.key[..] == self.table.properties().smallest[..],
-                };
-            if !starts_right || key::cmp_encoded(&self.key, &index[self.i].last_key).is_gt() {
+            let starts_right = self.decoded > 0 || self.table.block_starts_right(self.i, &self.key);
+            if !starts_right || !self.table.within_block(self.i, &self.key) {
                 return self.bad("keys outside the range the index gives the block");
             }
             self.pos = next;

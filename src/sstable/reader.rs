@@ -571,19 +571,34 @@ impl TableReader {
         let (Some((first, _)), Some((last, _))) = (entries.first(), entries.last()) else {
             return Err(bad("no entries"));
         };
-        let starts_right = match i.checked_sub(1) {
-            Some(prev) => key::cmp_encoded(&self.index[prev].last_key, first).is_lt(),
-            None => first[..] == self.properties.smallest[..],
-        };
-        let ends_right = if i + 1 == self.index.len() {
-            last[..] == self.index[i].last_key[..]
-        } else {
-            !key::cmp_encoded(last, &self.index[i].last_key).is_gt()
-        };
-        if !starts_right || !ends_right {
+        if !self.block_starts_right(i, first) || !self.block_ends_right(i, last) {
             return Err(bad("keys outside the range the index gives the block"));
         }
         Ok(entries)
+    }
+
+    /// Whether `first`, the first key of data block `i`, lies after the previous block's
+    /// index key (block 0: equals the table's smallest key).
+    pub(crate) fn block_starts_right(&self, i: usize, first: &[u8]) -> bool {
+        match i.checked_sub(1) {
+            Some(prev) => key::cmp_encoded(&self.index[prev].last_key, first).is_lt(),
+            None => first == &self.properties.smallest[..],
+        }
+    }
+
+    /// Whether `k`, a key of data block `i`, is at most the block's index key.
+    pub(crate) fn within_block(&self, i: usize, k: &[u8]) -> bool {
+        !key::cmp_encoded(k, &self.index[i].last_key).is_gt()
+    }
+
+    /// Whether `last`, the last key of data block `i`, ends the block where the index says:
+    /// within it, and exactly at it for the table's last block.
+    pub(crate) fn block_ends_right(&self, i: usize, last: &[u8]) -> bool {
+        if i + 1 == self.index.len() {
+            last == &self.index[i].last_key[..]
+        } else {
+            self.within_block(i, last)
+        }
     }
 
     /// The position of the one data block that may hold (`user_key`, `t`): the first block
