@@ -1,9 +1,10 @@
-//! Filter build (ns/key) and probe (ns/query, positive and negative) at 10 bits per key, for a
-//! filter that fits in L2 (100,000 keys, 125 KB) and one that does not (10,000,000 keys,
-//! 12.5 MB). Run: `cargo bench --bench filter`.
+//! Filter build (ns/key) and probe (ns/query, positive and negative) of the blocked Bloom
+//! filter at 10 bits per key and the binary fuse filter with 8- and 16-bit fingerprints, for
+//! a filter that fits in L2 (100,000 keys, ~125 KB) and one that does not (10,000,000 keys,
+//! 11-12.5 MB). Run: `cargo bench --bench filter`.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use siltdb::inspect::filter::{hash_key, BloomFilter};
+use siltdb::inspect::filter::{hash_key, BloomFilter, Filter, FuseFilter};
 use std::hint::black_box;
 
 fn key(i: u64) -> [u8; 16] {
@@ -30,9 +31,31 @@ fn bench(c: &mut Criterion) {
         g.bench_function(BenchmarkId::new("build_from_hashes_10bpk", n), |b| {
             b.iter(|| black_box(BloomFilter::build(&hashes, 10.0)))
         });
+        for width in [8u32, 16] {
+            g.bench_function(
+                BenchmarkId::new(format!("fuse{width}_hash_and_build"), n),
+                |b| {
+                    b.iter(|| {
+                        let hs: Vec<u64> = keys.iter().map(|k| hash_key(k)).collect();
+                        black_box(FuseFilter::build(&hs, width))
+                    })
+                },
+            );
+        }
         g.finish();
 
-        let filter = BloomFilter::build(&hashes, 10.0);
+        // The probes go through the `Filter` enum, as a get's do.
+        let filters = [
+            ("bloom10", Filter::Bloom(BloomFilter::build(&hashes, 10.0))),
+            (
+                "fuse8",
+                Filter::Fuse(FuseFilter::build(&hashes, 8).expect("fuse8")),
+            ),
+            (
+                "fuse16",
+                Filter::Fuse(FuseFilter::build(&hashes, 16).expect("fuse16")),
+            ),
+        ];
         // A million distinct queries, walked in batches: the lines they touch are spread over
         // the whole filter, so a 10M-key filter is probed from memory, not from a warm cache.
         let batch = 4096usize;
@@ -46,28 +69,33 @@ fn bench(c: &mut Criterion) {
         let negative_keys: Vec<[u8; 16]> = (0..queries as u64).map(|i| key(n + 1 + i)).collect();
         let mut g = c.benchmark_group("filter_probe");
         g.throughput(Throughput::Elements(batch as u64));
-        for (name, set) in [("negative", &negative), ("positive", &positive)] {
+        for (kind, filter) in &filters {
+            for (name, set) in [("negative", &negative), ("positive", &positive)] {
+                let mut at = 0usize;
+                g.bench_function(BenchmarkId::new(format!("{kind}_{name}"), n), |b| {
+                    b.iter(|| {
+                        at = (at + batch) % queries;
+                        set[at..at + batch]
+                            .iter()
+                            .filter(|&&h| filter.may_contain_hash(black_box(h)))
+                            .count()
+                    })
+                });
+            }
             let mut at = 0usize;
-            g.bench_function(BenchmarkId::new(name, n), |b| {
-                b.iter(|| {
-                    at = (at + batch) % queries;
-                    set[at..at + batch]
-                        .iter()
-                        .filter(|&&h| filter.may_contain_hash(black_box(h)))
-                        .count()
-                })
-            });
+            g.bench_function(
+                BenchmarkId::new(format!("{kind}_negative_with_hash"), n),
+                |b| {
+                    b.iter(|| {
+                        at = (at + batch) % queries;
+                        negative_keys[at..at + batch]
+                            .iter()
+                            .filter(|k| filter.may_contain_hash(hash_key(black_box(*k))))
+                            .count()
+                    })
+                },
+            );
         }
-        let mut at = 0usize;
-        g.bench_function(BenchmarkId::new("negative_with_hash", n), |b| {
-            b.iter(|| {
-                at = (at + batch) % queries;
-                negative_keys[at..at + batch]
-                    .iter()
-                    .filter(|k| filter.may_contain_hash(hash_key(black_box(*k))))
-                    .count()
-            })
-        });
         g.finish();
     }
 }

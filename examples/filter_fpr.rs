@@ -1,11 +1,15 @@
 //! Measures the blocked Bloom filter's false-positive rate at 4..=20 bits per key and prints
-//! it next to the model's prediction and RocksDB FastLocalBloom's published figures.
+//! it next to the model's prediction and RocksDB FastLocalBloom's published figures, then the
+//! binary fuse filter's (4- to 16-bit fingerprints, 4-wise as tables are written, and 3-wise
+//! for comparison) at the key count of a default 8 MiB table (70,000 keys) and at KEYS, with
+//! its bits per key and build time.
 //!
 //! `cargo run --release --example filter_fpr [KEYS] [ABSENT_PROBES]` (defaults: 1,000,000 keys,
 //! 100,000,000 absent probes per setting). Keys are 16 random bytes, hashed with xxh3-64 as a
 //! table build does.
 
-use siltdb::inspect::filter::{hash_key, predicted_fpr, BloomFilter};
+use siltdb::inspect::filter::{hash_key, predicted_fpr, BloomFilter, FuseFilter};
+use std::time::Instant;
 
 fn splitmix(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
@@ -54,6 +58,23 @@ fn main() {
         "| bits/key | k | measured FPR | predicted FPR | RocksDB FastLocalBloom | measured / RocksDB |"
     );
     println!("|---|---|---|---|---|---|");
+    // FUSE_ONLY=8 (a width) skips the Bloom rows and builds one 4-wise fuse filter of that
+    // width over KEYS, so that `/usr/bin/time -v` shows the build's peak memory.
+    if let Some(w) = std::env::var("FUSE_ONLY")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+    {
+        let start = Instant::now();
+        let f = FuseFilter::build_owned(hashes, w).expect("fuse build");
+        println!(
+            "fuse{w}: {} keys, {} bytes ({:.3} bits/key), built in {:.1} ns/key (from hashes)",
+            f.keys(),
+            f.memory_bytes(),
+            f.bits_per_key(),
+            start.elapsed().as_nanos() as f64 / f.keys().max(1) as f64
+        );
+        return;
+    }
     for bits in 4..=20u32 {
         let f = BloomFilter::build(&hashes, f64::from(bits));
         let mut fp = 0u64;
@@ -73,5 +94,44 @@ fn main() {
             rocks.map_or("-".into(), |r| format!("{:.4}%", r * 100.0)),
             rocks.map_or("-".into(), |r| format!("{:.3}", measured / r)),
         );
+    }
+    println!();
+    println!("Binary fuse filters, {q} absent probes per setting");
+    println!(
+        "| keys | arity | fingerprint bits | bits/key | measured FPR | predicted FPR (2^-bits) | measured / predicted | build ns/key (from hashes) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    let settings = [
+        (4u32, 4u32),
+        (4, 6),
+        (4, 8),
+        (4, 10),
+        (4, 12),
+        (4, 16),
+        (3, 8),
+        (3, 16),
+    ];
+    for keys in [70_000u64, n] {
+        let hs = &hashes[..keys.min(n) as usize];
+        for (arity, width) in settings {
+            let start = Instant::now();
+            let f = FuseFilter::build_with_arity(hs, width, arity).expect("fuse build");
+            let build = start.elapsed().as_nanos() as f64 / hs.len() as f64;
+            let mut fp = 0u64;
+            for i in 0..q {
+                if f.may_contain_hash(hash_key(&key(100 + u64::from(width), i))) {
+                    fp += 1;
+                }
+            }
+            let measured = fp as f64 / q as f64;
+            println!(
+                "| {} | {arity} | {width} | {:.3} | {:.5}% | {:.5}% | {:.3} | {build:.1} |",
+                hs.len(),
+                f.bits_per_key(),
+                measured * 100.0,
+                f.predicted_fpr() * 100.0,
+                measured / f.predicted_fpr(),
+            );
+        }
     }
 }

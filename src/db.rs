@@ -338,6 +338,10 @@ impl Db {
         let files = &core.table_env().caches.files;
         s.table_opens = files.opens();
         s.open_files = files.open_files() as u64;
+        s.filter_fuse_fallbacks = core
+            .table_env()
+            .fuse_fallbacks
+            .load(std::sync::atomic::Ordering::Relaxed);
         s.memtable_filter_bytes = std::iter::once(&rs.mem)
             .chain(rs.imms.iter())
             .map(|m| m.filter_bytes() as u64)

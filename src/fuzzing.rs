@@ -4,13 +4,15 @@
 //! coverage must still decode without a panic. Each entry point takes arbitrary bytes, runs one
 //! decoder over them, and must never panic or allocate more than a small multiple of the
 //! input. [`directory`] goes further: it opens a whole database directory built from the bytes
-//! and judges the answers too. Not part of the API.
+//! and judges the answers too; [`filter`] and [`fuse_filter`] check that a decoded fuse filter
+//! answers consistently and re-encodes to the same bytes. Not part of the API.
 //!
 //! `cargo test --release --lib fuzzing -- --ignored write_seeds` regenerates the seed inputs
 //! (real blocks, filters, footers, tables, WALs, manifests and whole directories).
 
 pub mod directory;
 
+use crate::filter::{self, Filter, FuseFilter};
 use crate::fs::{FileSystem, MemFs};
 use crate::key;
 use crate::record::RecordReader;
@@ -29,19 +31,182 @@ pub fn block(data: &[u8]) {
     }
 }
 
-/// A filter block: decode, and probe a few keys.
+/// A filter block: decode, and probe a few keys. A fuse filter also goes through
+/// [`check_fuse`] (its accessors, and re-encoding it must give back the same filter and bytes).
 pub fn filter(data: &[u8]) {
-    if let Ok(f) = crate::filter::decode(data) {
+    if let Ok(f) = filter::decode(data) {
         for k in [&b""[..], b"a", b"key", data] {
             let _ = f.may_contain(k);
         }
-        if let crate::filter::Filter::Bloom(b) = &f {
-            let _ = b.fill_ratio();
-            let _ = b.probe_bits(7);
-            let _ = b.predicted_fpr();
+        let _ = (
+            f.memory_bytes(),
+            f.predicted_fpr(),
+            f.keys(),
+            f.bits_per_key(),
+        );
+        let _ = (f.kind_name(), format!("{f:?}"));
+        match &f {
+            Filter::Bloom(b) => {
+                let _ = b.fill_ratio();
+                let _ = b.probe_bits(7);
+                let _ = b.predicted_fpr();
+            }
+            Filter::Fuse(x) => check_fuse(x, data),
+            _ => {}
         }
     }
-    let _ = crate::filter::decode_trailer(data);
+    let _ = filter::decode_trailer(data);
+    let _ = filter::decode_fuse_trailer(data);
+}
+
+/// [`fuse_filter`]'s first input byte: which trailer fields it sets to valid values.
+/// Version 1, hash id 1, arity 3 (4 with [`FUSE_ARITY4`]), reserved 0.
+pub const FUSE_FIX_FIELDS: u8 = 1;
+/// The fingerprint width: 16 bits with [`FUSE_WIDE`], else 8; with [`FUSE_PACKED`], the stored
+/// width if it is 4..=16, else 4 plus it mod 13.
+pub const FUSE_FIX_WIDTH: u8 = 2;
+/// With [`FUSE_FIX_WIDTH`]: 16-bit fingerprints.
+pub const FUSE_WIDE: u8 = 4;
+/// With [`FUSE_FIX_FIELDS`]: arity 4.
+pub const FUSE_ARITY4: u8 = 32;
+/// With [`FUSE_FIX_WIDTH`]: any width from 4 to 16 (a packed bit stream).
+pub const FUSE_PACKED: u8 = 64;
+/// The geometry: `segment_length_log2` (the stored one mod 19, lowered until three segments
+/// fit) and `segment_count` chosen so the array fills the payload, whose tail is cut to a
+/// whole number of segments. Unchanged for a well-formed block.
+pub const FUSE_FIX_GEOMETRY: u8 = 8;
+/// Keys: a count above the array's slots is reduced modulo `slots + 1`.
+pub const FUSE_FIX_KEYS: u8 = 16;
+
+/// A binary fuse filter block (kind 2) whose fields get past the checksum: the first byte is
+/// a set of `FUSE_FIX_*` flags, the rest the block (payload and trailer, zero-padded to a
+/// trailer). The marker and kind are always set to a fuse filter's, the fields the flags name
+/// to valid values, and the checksum is recomputed; then the block is decoded, and a decoded
+/// fuse filter goes through [`check_fuse`].
+pub fn fuse_filter(data: &[u8]) {
+    let Some((&flags, rest)) = data.split_first() else {
+        return;
+    };
+    let block = fuse_block_from(flags, rest);
+    let _ = filter::decode_fuse_trailer(&block);
+    match filter::decode(&block) {
+        Ok(Filter::Fuse(f)) => check_fuse(&f, &block),
+        Ok(f) => {
+            for k in [&b""[..], b"a", rest] {
+                let _ = f.may_contain(k);
+            }
+        }
+        Err(_) => {}
+    }
+}
+
+/// The block [`fuse_filter`] decodes (see there).
+pub fn fuse_block_from(flags: u8, input: &[u8]) -> Vec<u8> {
+    use crate::filter::{FUSE_VERSION, HASH_XXH3_64, KIND_BINARY_FUSE, MARKER, TRAILER_LEN};
+    let mut payload = input.to_vec();
+    payload.resize(payload.len().max(TRAILER_LEN), 0);
+    let mut t = payload.split_off(payload.len() - TRAILER_LEN);
+    t[0] = MARKER;
+    t[1] = KIND_BINARY_FUSE;
+    if flags & FUSE_FIX_FIELDS != 0 {
+        t[2] = FUSE_VERSION;
+        t[3] = HASH_XXH3_64;
+        t[5] = if flags & FUSE_ARITY4 != 0 { 4 } else { 3 };
+        t[7] = 0;
+    }
+    if flags & FUSE_FIX_WIDTH != 0 {
+        t[4] = if flags & FUSE_PACKED != 0 {
+            if (4..=16).contains(&t[4]) {
+                t[4]
+            } else {
+                4 + t[4] % 13
+            }
+        } else if flags & FUSE_WIDE != 0 {
+            16
+        } else {
+            8
+        };
+    }
+    let extra = usize::from(t[5]).saturating_sub(1);
+    if flags & FUSE_FIX_GEOMETRY != 0 && (1..=16).contains(&t[4]) {
+        let width = usize::from(t[4]);
+        let available = payload.len() * 8 / width;
+        let mut log2 = u32::from(t[6]) % 19;
+        while log2 > 0 && available >> log2 < extra + 1 {
+            log2 -= 1;
+        }
+        if let Ok(segments) = u32::try_from((available >> log2).saturating_sub(extra)) {
+            if segments > 0 {
+                let slots = (segments as usize + extra) << log2;
+                payload.truncate((slots * width).div_ceil(8));
+                if !(slots * width).is_multiple_of(8) {
+                    // The stream's unused high bits are zero in a well-formed block.
+                    if let Some(last) = payload.last_mut() {
+                        *last &= (1u8 << ((slots * width) % 8)) - 1;
+                    }
+                }
+                t[6] = log2 as u8;
+                t[8..12].copy_from_slice(&segments.to_le_bytes());
+            }
+        }
+    }
+    if flags & FUSE_FIX_KEYS != 0 {
+        let u32_at = |i: usize| u32::from_le_bytes([t[i], t[i + 1], t[i + 2], t[i + 3]]);
+        let slots = (u64::from(u32_at(8)) + extra as u64) << (t[6] % 64);
+        let keys = u64::from(u32_at(12));
+        if keys > slots {
+            let keys = (keys % (slots + 1)) as u32;
+            t[12..16].copy_from_slice(&keys.to_le_bytes());
+        }
+    }
+    payload.extend_from_slice(&t);
+    let n = payload.len();
+    let crc = crate::record::mask_crc(crc32fast::hash(&payload[..n - 4]));
+    payload[n - 4..].copy_from_slice(&crc.to_le_bytes());
+    payload
+}
+
+/// Probes a decoded fuse filter and calls its accessors; panics if its answers disagree
+/// (a probe's verdict against `may_contain`, a slot outside the array, a zero fraction
+/// outside [0, 1]) or if re-encoding it does not give back `block` and the same filter.
+pub fn check_fuse(f: &FuseFilter, block: &[u8]) {
+    let mut hashes = vec![0, u64::MAX, f.seed(), f.seed().wrapping_neg()];
+    for k in [&b""[..], b"a", b"key", block] {
+        hashes.push(filter::hash_key(k));
+    }
+    for h in hashes {
+        let p = f.probe(h);
+        assert_eq!(p.may_contain, f.may_contain_hash(h), "probe of {h:#x}");
+        assert!(
+            p.slots.iter().all(|&s| s < f.array_length()),
+            "slots {:?} outside {} slots",
+            p.slots,
+            f.array_length()
+        );
+    }
+    let _ = (
+        f.fingerprint_bits(),
+        f.arity(),
+        f.segment_length(),
+        f.segment_count(),
+    );
+    let _ = (
+        f.keys(),
+        f.memory_bytes(),
+        f.predicted_fpr(),
+        f.bits_per_key(),
+    );
+    let zeros = f.zero_fraction();
+    assert!((0.0..=1.0).contains(&zeros), "zero fraction {zeros}");
+    let encoded = f.encode();
+    match filter::decode(&encoded) {
+        Ok(Filter::Fuse(g)) if g == *f => {}
+        other => panic!("a decoded fuse filter re-encodes to {other:?}"),
+    }
+    assert!(
+        encoded == block,
+        "a decoded fuse filter re-encodes to other bytes"
+    );
 }
 
 /// A table footer (the first 64 bytes of the input).
@@ -133,6 +298,11 @@ mod tests {
     use super::directory::{
         directory_input, COMPACT, FIX_MANIFEST, FIX_TABLES, FIX_WAL, READ_ONLY, WRITE,
     };
+    use super::{
+        fuse_block_from, FUSE_ARITY4, FUSE_FIX_FIELDS, FUSE_FIX_GEOMETRY, FUSE_FIX_KEYS,
+        FUSE_FIX_WIDTH, FUSE_PACKED, FUSE_WIDE,
+    };
+    use crate::filter::FuseFilter;
     use crate::fs::{FileSystem, MemFs};
     use crate::sstable::TableReader;
     use crate::{Db, Options, WriteBatch};
@@ -141,9 +311,10 @@ mod tests {
 
     type Target = (&'static str, fn(&[u8]));
 
-    const TARGETS: [Target; 7] = [
+    const TARGETS: [Target; 8] = [
         ("block", super::block),
         ("filter", super::filter),
+        ("fuse_filter", super::fuse_filter),
         ("footer", super::footer),
         ("wal", super::wal),
         ("manifest", super::manifest),
@@ -253,6 +424,77 @@ mod tests {
                     &framed,
                 );
             }
+        }
+    }
+
+    /// The flags that set every field of a fuse block of this width (a no-op on a real one).
+    /// The flags that fix every field of a 4-wise filter of `bits`-bit fingerprints.
+    fn fuse_fix_all(bits: u32) -> u8 {
+        let width = match bits {
+            16 => FUSE_WIDE,
+            8 => 0,
+            _ => FUSE_PACKED,
+        };
+        FUSE_FIX_FIELDS | FUSE_ARITY4 | FUSE_FIX_WIDTH | width | FUSE_FIX_GEOMETRY | FUSE_FIX_KEYS
+    }
+
+    /// Real fuse filter blocks of widths 5, 8, 12 and 16 over 0, 1, 2, 100 and 5000 keys, as
+    /// (name, bits, keys, block).
+    fn fuse_seeds() -> Vec<(String, u32, u32, Vec<u8>)> {
+        let mut out = Vec::new();
+        for bits in [5u32, 8, 12, 16] {
+            for n in [0u32, 1, 2, 100, 5000] {
+                let hashes: Vec<u64> = (0..n)
+                    .map(|i| crate::filter::hash_key(format!("key{i:04}").as_bytes()))
+                    .collect();
+                let block = FuseFilter::build(&hashes, bits).unwrap().encode();
+                out.push((format!("fuse{bits}-{n}"), bits, n, block));
+            }
+        }
+        out
+    }
+
+    /// The fuse seeds: for `filter` the blocks as stored, for `fuse_filter` behind a flag
+    /// byte of none and of every fix.
+    #[test]
+    #[ignore]
+    fn write_seeds_fuse() {
+        for (name, bits, _, block) in fuse_seeds() {
+            for (target, tag, input) in [
+                ("filter", "", block.clone()),
+                ("fuse_filter", "-plain", [&[0u8][..], &block].concat()),
+                (
+                    "fuse_filter",
+                    "-fixed",
+                    [&[fuse_fix_all(bits)][..], &block].concat(),
+                ),
+            ] {
+                let d = corpus_dir(target);
+                std::fs::create_dir_all(&d).unwrap();
+                std::fs::write(d.join(format!("seed-{name}{tag}")), input).unwrap();
+            }
+        }
+    }
+
+    /// The fuse seeds decode to what they were built as, pass both targets' checks, and the
+    /// `fuse_filter` fixes leave them unchanged.
+    #[test]
+    fn fuse_seeds_decode_and_survive_the_fixes() {
+        for (name, bits, n, block) in fuse_seeds() {
+            assert_eq!(fuse_block_from(0, &block), block, "{name}");
+            assert_eq!(fuse_block_from(fuse_fix_all(bits), &block), block, "{name}");
+            let f = crate::filter::decode(&block).unwrap();
+            if n == 0 {
+                assert_eq!(f, crate::filter::Filter::Empty, "{name}");
+            } else {
+                let crate::filter::Filter::Fuse(x) = &f else {
+                    panic!("{name}: {f:?}")
+                };
+                assert_eq!((x.fingerprint_bits(), x.keys()), (bits, u64::from(n)));
+            }
+            super::filter(&block);
+            super::fuse_filter(&[&[0u8][..], &block].concat());
+            super::fuse_filter(&[&[fuse_fix_all(bits)][..], &block].concat());
         }
     }
 

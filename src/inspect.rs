@@ -32,13 +32,15 @@ pub mod table {
 }
 
 /// Filter blocks: decoding, probing, and the false-positive arithmetic of the blocked Bloom
-/// filter.
+/// and binary fuse filters.
 pub mod filter {
     pub use crate::filter::{
-        bits_for, bits_per_key_for_fpr, checksum_ok, decode, decode_trailer, fpr_from_fill,
-        hash_key, lines_for, predicted_fpr, predicted_fpr_for_bits, probe_positions, probes_for,
-        probes_for_millibits, standard_bloom_fpr, BloomFilter, Filter, FilterError, FilterTrailer,
-        HASH_XXH3_64, KIND_BLOCKED_BLOOM, LINE_BITS, MARKER, TRAILER_LEN, VERSION,
+        bits_for, bits_per_key_for_fpr, checksum_ok, decode, decode_fuse_trailer, decode_trailer,
+        fpr_from_fill, fuse_bits_per_key, hash_key, lines_for, predicted_fpr,
+        predicted_fpr_for_bits, probe_positions, probes_for, probes_for_millibits,
+        standard_bloom_fpr, BloomFilter, Filter, FilterError, FilterTrailer, FuseFilter,
+        FuseGeometry, FuseProbe, FuseTrailer, FUSE_MAX_ATTEMPTS, FUSE_VERSION, HASH_XXH3_64,
+        KIND_BINARY_FUSE, KIND_BLOCKED_BLOOM, LINE_BITS, MARKER, TRAILER_LEN, VERSION,
     };
 }
 

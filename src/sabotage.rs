@@ -14,6 +14,9 @@ pub enum Bug {
     DeleteWalBeforeManifestSync = 2,
     /// Block reads skip the checksum comparison.
     IgnoreBlockChecksum = 4,
+    /// Every binary fuse filter build fails, as if no seed peeled the key set (tables fall
+    /// back to Bloom filters; not a bug, the path a test must be able to reach).
+    FuseBuildFails = 8,
 }
 
 #[cfg(siltdb_sabotage)]

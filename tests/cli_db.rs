@@ -3,7 +3,7 @@
 mod common;
 
 use common::cli::{json, json_lines, stdout};
-use siltdb::{Db, Options};
+use siltdb::{Db, FilterPolicy, LevelFilter, Options};
 
 #[test]
 fn db_info_and_get_work_while_the_database_is_open() {
@@ -31,6 +31,7 @@ fn db_info_and_get_work_while_the_database_is_open() {
     assert_eq!(v["levels"][0]["largest"], "k02999");
     let bpk = v["levels"][0]["bits_per_key"].as_f64().unwrap();
     assert!((10.0..10.3).contains(&bpk), "{bpk}");
+    assert_eq!(v["levels"][0]["filter_kind"], "bloom");
     let wasted = v["expected_wasted_reads_per_absent_get"].as_f64().unwrap();
     let per_table: f64 = v["levels"][0]["table_list"]
         .as_array()
@@ -78,6 +79,92 @@ fn db_info_and_get_work_while_the_database_is_open() {
         db.get("only-in-wal").unwrap().map(Vec::from),
         Some(b"fresh".to_vec())
     );
+}
+
+#[test]
+fn db_info_names_the_filter_kind_of_each_level_and_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    // L0 gets 8-bit fuse filters, L1 and below 16-bit ones.
+    let policy = FilterPolicy::Levels(vec![
+        LevelFilter::Fuse {
+            fingerprint_bits: 8,
+        },
+        LevelFilter::Fuse {
+            fingerprint_bits: 16,
+        },
+    ]);
+    let db = Db::open_with(
+        dir.path(),
+        Options::default()
+            .filter_policy(policy)
+            .auto_compaction(false),
+    )
+    .unwrap();
+    for i in 0..4000u32 {
+        db.insert(format!("k{i:05}"), format!("v{i}")).unwrap();
+    }
+    db.compact().unwrap();
+    for i in (0..4000u32).step_by(4) {
+        db.insert(format!("k{i:05}"), "again").unwrap();
+    }
+    db.flush().unwrap();
+
+    let v = json(&["db", "info", d]);
+    let levels = v["levels"].as_array().unwrap();
+    assert_eq!(levels[0]["filter_kind"], "fuse8");
+    assert_eq!(levels[1]["filter_kind"], "fuse16");
+    for (l, want) in [(0, 8.0), (1, 16.0)] {
+        let tables = levels[l]["table_list"].as_array().unwrap();
+        assert!(!tables.is_empty(), "L{l}");
+        for t in tables {
+            assert_eq!(t["filter_kind"], levels[l]["filter_kind"], "{t}");
+            let bpk = t["bits_per_key"].as_f64().unwrap();
+            assert!(bpk > want && bpk < want * 1.5, "{t}");
+            assert_eq!(t["predicted_fpr"].as_f64().unwrap(), 1.0 / 2f64.powf(want));
+        }
+    }
+    // The same names as the library's own views of the tree.
+    for l in db.levels() {
+        assert_eq!(
+            levels[l.level]["filter_kind"],
+            l.filter_kind.as_str(),
+            "L{}",
+            l.level
+        );
+    }
+    let by_id: Vec<(u64, String)> = levels
+        .iter()
+        .flat_map(|l| l["table_list"].as_array().unwrap())
+        .map(|t| {
+            (
+                t["number"].as_u64().unwrap(),
+                t["filter_kind"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    let mut lib: Vec<(u64, String)> = db
+        .tables()
+        .into_iter()
+        .map(|t| (t.table_id, t.filter_kind))
+        .collect();
+    let mut ours = by_id.clone();
+    ours.sort();
+    lib.sort();
+    assert_eq!(ours, lib);
+
+    let text = stdout(&["db", "info", d]);
+    let row = |prefix: &str| {
+        text.lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} row in\n{text}"))
+            .to_string()
+    };
+    assert!(row("L0 ").contains(" fuse8 "), "{text}");
+    assert!(row("L1 ").contains(" fuse16 "), "{text}");
+    assert!(row("level").contains(" filter "), "{text}");
+    assert!(text.contains("filter fuse16 "), "{text}");
+    assert!(text.contains("filter fuse8 "), "{text}");
 }
 
 #[test]

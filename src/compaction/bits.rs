@@ -1,8 +1,9 @@
 //! Bits per key for a table about to be written to a level, from the filter policy, the tree's
 //! shape and the filter memory limit.
 
-use crate::filter::allocation::{self, LevelShape};
-use crate::options::{FilterPolicy, Options};
+use crate::filter::allocation::{self, Choice, LevelShape};
+use crate::filter::{fuse_bits_per_key, TableFilter};
+use crate::options::{FilterPolicy, LevelFilter, Options};
 use crate::version::{Version, NUM_LEVELS};
 
 /// The position of a key on a number line that keeps the order of its first 8 bytes.
@@ -144,16 +145,21 @@ pub(crate) fn level_shapes(version: &Version, incoming: Option<&Incoming<'_>>) -
                 .iter()
                 .map(|t| dist.share(t.meta.smallest_user(), t.meta.largest_user()))
                 .sum();
+            let keys: u64 = tables.iter().map(|t| t.meta.entries).sum();
             LevelShape {
-                keys: tables.iter().map(|t| t.meta.entries).sum(),
+                keys,
                 probes: if l == 0 { probes } else { probes.min(1.0) },
                 in_budget: l > 0,
+                table_keys: keys / (tables.len().max(1) as u64),
             }
         })
         .collect();
     if let Some(inc) = incoming {
         let share = dist.share(inc.range.0, inc.range.1);
         let s = &mut shape[inc.level];
+        if s.table_keys == 0 {
+            s.table_keys = inc.output_keys;
+        }
         s.keys += inc.keys;
         s.probes = if inc.level == 0 {
             s.probes + share
@@ -168,17 +174,33 @@ pub(crate) fn level_shapes(version: &Version, incoming: Option<&Incoming<'_>>) -
     shape
 }
 
-/// Bits per key the policy gives each level of a tree shaped like `shape`.
-pub(crate) fn bits_per_level(opts: &Options, shape: &[LevelShape]) -> Vec<f64> {
+/// What the policy gives each level of a tree shaped like `shape`.
+pub(crate) fn choices_per_level(opts: &Options, shape: &[LevelShape]) -> Vec<Choice> {
     let total_keys: u64 = shape.iter().filter(|l| l.in_budget).map(|l| l.keys).sum();
     let limit_bits = opts.filter_memory_limit.map(|b| b as f64 * 8.0);
-    let bits: Vec<f64> = match &opts.filter_policy {
-        FilterPolicy::None => vec![0.0; NUM_LEVELS],
-        FilterPolicy::Uniform { bits_per_key } => vec![*bits_per_key; NUM_LEVELS],
+    let fixed: Vec<Choice> = match &opts.filter_policy {
+        FilterPolicy::None => vec![Choice::Bloom(0.0); NUM_LEVELS],
+        FilterPolicy::Uniform { bits_per_key } => vec![Choice::Bloom(*bits_per_key); NUM_LEVELS],
         FilterPolicy::PerLevel(v) => (0..NUM_LEVELS)
-            .map(|l| v.get(l).or(v.last()).copied().unwrap_or(0.0))
+            .map(|l| Choice::Bloom(v.get(l).or(v.last()).copied().unwrap_or(0.0)))
             .collect(),
-        FilterPolicy::Monkey { bits_per_key } => {
+        FilterPolicy::Levels(v) => (0..NUM_LEVELS)
+            .map(|l| {
+                let table_keys = shape.get(l).map_or(0, |s| s.table_keys).max(1);
+                match v.get(l).or(v.last()).copied().unwrap_or(LevelFilter::None) {
+                    LevelFilter::None => Choice::Bloom(0.0),
+                    LevelFilter::Bloom { bits_per_key } => Choice::Bloom(bits_per_key),
+                    LevelFilter::Fuse { fingerprint_bits } => {
+                        let w = u32::from(fingerprint_bits);
+                        Choice::Fuse {
+                            fingerprint_bits: w,
+                            bits: fuse_bits_per_key(table_keys, w).unwrap_or(f64::from(w) * 1.2),
+                        }
+                    }
+                }
+            })
+            .collect(),
+        FilterPolicy::Monkey { bits_per_key } | FilterPolicy::Hybrid { bits_per_key, .. } => {
             let mut avg = *bits_per_key;
             if let Some(limit) = limit_bits {
                 if total_keys > 0 && avg * total_keys as f64 > limit {
@@ -194,66 +216,103 @@ pub(crate) fn bits_per_level(opts: &Options, shape: &[LevelShape]) -> Vec<f64> {
             } else {
                 0.0
             };
-            return allocation::monkey(shape, avg, floor);
+            let fuse: Vec<bool> = match &opts.filter_policy {
+                FilterPolicy::Hybrid {
+                    fuse_from_level, ..
+                } => (0..shape.len()).map(|l| l >= *fuse_from_level).collect(),
+                _ => Vec::new(),
+            };
+            return allocation::monkey_choices(shape, avg, floor, &fuse);
         }
     };
     match limit_bits {
         Some(limit) if total_keys > 0 => {
+            let bits: Vec<f64> = fixed.iter().map(Choice::bits).collect();
             let (fitted, changed) = allocation::fit_to_limit(shape, &bits, limit);
-            if changed {
-                log::info!(
-                    "filter memory limit: bits per key by level lowered from {bits:?} to {fitted:?}"
-                );
+            if !changed {
+                return fixed;
             }
-            fitted
+            log::info!(
+                "filter memory limit: bits per key by level lowered from {bits:?} to {fitted:?}"
+            );
+            // A level cut below its fuse filter's size gets a Bloom filter of the new size.
+            fixed
+                .iter()
+                .zip(&fitted)
+                .map(|(c, &b)| match *c {
+                    Choice::Fuse { bits, .. } if b < bits => Choice::Bloom(b),
+                    Choice::Bloom(_) => Choice::Bloom(b),
+                    other => other,
+                })
+                .collect()
         }
-        _ => bits,
+        _ => fixed,
     }
 }
 
-/// Bits per key for a table about to join a level.
+/// Bits per key the policy gives each level of a tree shaped like `shape`.
+#[cfg(test)]
+pub(crate) fn bits_per_level(opts: &Options, shape: &[LevelShape]) -> Vec<f64> {
+    choices_per_level(opts, shape)
+        .iter()
+        .map(Choice::bits)
+        .collect()
+}
+
+/// The filter for a table about to join a level.
 ///
 /// With a filter memory limit, the policy first fits the whole tree's projected filters under
 /// it (largest levels first), then the new table is capped by the room actually left: the
 /// limit minus the filters alive now, plus those the job replaces. Tables written before the
-/// limit began to bind shrink as compaction rewrites them. Never below 1 bit per key.
-pub(crate) fn bits_for_new_table(
+/// limit began to bind shrink as compaction rewrites them. Never below 1 bit per key. A fuse
+/// filter that would not fit becomes a Bloom filter that does.
+pub(crate) fn filter_for_new_table(
     opts: &Options,
     version: &Version,
     incoming: &Incoming<'_>,
-) -> f64 {
-    let bits = match &opts.filter_policy {
-        FilterPolicy::None => return 0.0,
+) -> TableFilter {
+    let choice = match &opts.filter_policy {
+        FilterPolicy::None => return TableFilter::None,
         FilterPolicy::Uniform { .. } | FilterPolicy::PerLevel(_)
             if opts.filter_memory_limit.is_none() =>
         {
-            return bits_per_level(opts, &[])[incoming.level];
+            choices_per_level(opts, &[])[incoming.level]
         }
-        _ => bits_per_level(opts, &level_shapes(version, Some(incoming)))[incoming.level],
+        _ => choices_per_level(opts, &level_shapes(version, Some(incoming)))[incoming.level],
     };
-    let Some(limit) = opts.filter_memory_limit else {
-        return bits;
+    let room = match opts.filter_memory_limit {
+        Some(limit) if choice.bits() > 0.0 && incoming.output_keys > 0 => {
+            let alive: u64 = version
+                .levels
+                .iter()
+                .flatten()
+                .map(|t| t.filter_bytes() as u64)
+                .sum();
+            let used = alive.saturating_sub(incoming.replaced_filter_bytes);
+            let room = limit.saturating_sub(used) as f64 * 8.0 / incoming.output_keys as f64;
+            if room < choice.bits() {
+                log::info!(
+                    "filter memory limit: a new L{} table gets at most {:.2} bits/key instead of {:.2} ({used} of {limit} bytes in use)",
+                    incoming.level,
+                    room.max(allocation::MIN_BITS),
+                    choice.bits()
+                );
+            }
+            room.max(allocation::MIN_BITS)
+        }
+        _ => f64::INFINITY,
     };
-    if bits <= 0.0 || incoming.output_keys == 0 {
-        return bits;
-    }
-    let alive: u64 = version
-        .levels
-        .iter()
-        .flatten()
-        .map(|t| t.filter_bytes() as u64)
-        .sum();
-    let used = alive.saturating_sub(incoming.replaced_filter_bytes);
-    let room = limit.saturating_sub(used) as f64 * 8.0 / incoming.output_keys as f64;
-    if room < bits {
-        let capped = room.max(allocation::MIN_BITS);
-        log::info!(
-            "filter memory limit: a new L{} table gets {capped:.2} bits/key instead of {bits:.2} ({used} of {limit} bytes in use)",
-            incoming.level
-        );
-        capped
-    } else {
-        bits
+    match choice {
+        Choice::Bloom(b) if b <= 0.0 => TableFilter::None,
+        Choice::Bloom(b) => TableFilter::Bloom {
+            bits_per_key: b.min(room),
+        },
+        Choice::Fuse {
+            fingerprint_bits, ..
+        } => TableFilter::Fuse {
+            fingerprint_bits,
+            max_bits_per_key: room,
+        },
     }
 }
 
@@ -268,8 +327,41 @@ mod tests {
                 keys: k,
                 probes: if l == 0 && k > 0 { 2.0 } else { 1.0 },
                 in_budget: true,
+                table_keys: 100_000,
             })
             .collect()
+    }
+
+    #[test]
+    fn hybrid_gives_deep_levels_fuse_filters_within_the_budget() {
+        let s = shape(&[1000, 10_000, 100_000, 1_000_000, 0, 0, 0]);
+        let o = Options::default();
+        let c = choices_per_level(&o, &s);
+        assert!(matches!(c[0], Choice::Bloom(_)), "{c:?}");
+        assert!(matches!(c[3], Choice::Fuse { .. }), "{c:?}");
+        let budget: f64 = s.iter().skip(1).map(|l| l.keys as f64 * 10.0).sum();
+        let used: f64 = s
+            .iter()
+            .zip(&c)
+            .skip(1)
+            .map(|(l, c)| l.keys as f64 * c.bits())
+            .sum();
+        assert!(used <= budget * 1.0001, "{used} {budget} {c:?}");
+        // From level 2 only: L1 keeps Bloom.
+        let o = Options::default().filter_policy(FilterPolicy::Hybrid {
+            bits_per_key: 10.0,
+            fuse_from_level: 2,
+        });
+        let c = choices_per_level(&o, &s);
+        assert!(matches!(c[1], Choice::Bloom(_)), "{c:?}");
+        // A level cut below its fuse filter's size by a memory limit gets Bloom.
+        let o = Options::default()
+            .filter_policy(FilterPolicy::Levels(vec![LevelFilter::Fuse {
+                fingerprint_bits: 16,
+            }]))
+            .filter_memory_limit(1_111_000 * 4 / 8);
+        let c = choices_per_level(&o, &s);
+        assert!(matches!(c[3], Choice::Bloom(b) if b < 4.0), "{c:?}");
     }
 
     #[test]
@@ -310,6 +402,13 @@ mod tests {
         for policy in [
             FilterPolicy::Uniform { bits_per_key: 10.0 },
             FilterPolicy::Monkey { bits_per_key: 10.0 },
+            FilterPolicy::Hybrid {
+                bits_per_key: 10.0,
+                fuse_from_level: 1,
+            },
+            FilterPolicy::Levels(vec![LevelFilter::Fuse {
+                fingerprint_bits: 8,
+            }]),
         ] {
             let o = Options::default()
                 .filter_policy(policy.clone())

@@ -1,9 +1,10 @@
 //! Running flushes and compactions.
 
-use super::bits::{bits_for_new_table, Incoming};
+use super::bits::{filter_for_new_table, Incoming};
 use super::picker::{max_grandparent_overlap, Plan};
 use crate::error::{io_context, Error, Result};
 use crate::filename;
+use crate::filter::TableFilter;
 use crate::fs::FileSystem;
 use crate::iter::{BoxedIter, KeyRange, MergeIter};
 use crate::key::{self, SeqNo, ValueKind};
@@ -47,18 +48,18 @@ pub(crate) struct JobOutput {
 struct Outputs<'a> {
     ctx: &'a JobContext<'a>,
     level: u32,
-    bits_per_key: f64,
+    filter: TableFilter,
     current: Option<(u64, TableBuilder)>,
     done: Vec<(FileMeta, Arc<TableHandle>)>,
     buf: Vec<u8>,
 }
 
 impl<'a> Outputs<'a> {
-    fn new(ctx: &'a JobContext<'a>, level: u32, bits_per_key: f64) -> Self {
+    fn new(ctx: &'a JobContext<'a>, level: u32, filter: TableFilter) -> Self {
         Outputs {
             ctx,
             level,
-            bits_per_key,
+            filter,
             current: None,
             done: Vec::new(),
             buf: Vec::new(),
@@ -76,7 +77,7 @@ impl<'a> Outputs<'a> {
                 &path,
                 BuildOptions {
                     block_size: self.ctx.opts.block_size,
-                    bits_per_key: self.bits_per_key,
+                    filter: self.filter,
                     level: self.level,
                 },
             )?;
@@ -112,6 +113,12 @@ impl<'a> Outputs<'a> {
                 return Err(e);
             }
         };
+        if built.fuse_fell_back {
+            self.ctx
+                .env
+                .fuse_fallbacks
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         let p = &built.properties;
         let meta = FileMeta {
             number,
@@ -183,8 +190,8 @@ pub(crate) fn flush_memtable(
         range: (&first, &last),
         replaced_filter_bytes: 0,
     };
-    let bits = bits_for_new_table(ctx.opts, version, &incoming);
-    let mut outputs = Outputs::new(ctx, 0, bits);
+    let filter = filter_for_new_table(ctx.opts, version, &incoming);
+    let mut outputs = Outputs::new(ctx, 0, filter);
     for (k, v) in mem.iter() {
         outputs.add(&k.user_key, k.trailer, &v)?;
     }
@@ -312,8 +319,8 @@ pub(crate) fn compact(
         range: (&lo, &hi),
         replaced_filter_bytes: plan.all_inputs().map(|t| t.filter_bytes() as u64).sum(),
     };
-    let bits = bits_for_new_table(ctx.opts, version, &incoming);
-    let mut outputs = Outputs::new(ctx, out_level as u32, bits);
+    let filter = filter_for_new_table(ctx.opts, version, &incoming);
+    let mut outputs = Outputs::new(ctx, out_level as u32, filter);
     let mut deeper = DeeperLevels::new(version, out_level);
     let mut cut = GrandparentCut {
         tables: &plan.grandparents,

@@ -14,9 +14,61 @@
 //!   often has levels that cover only part of the key space.
 //! - The curve is the blocked Bloom filter's own FPR (one-line filters gain less from extra
 //!   bits than unblocked ones), solved numerically.
+//!
+//! With the hybrid policy a level may also take a binary fuse filter: one point per
+//! fingerprint width `w` (4..=16), `2^-w` at the fuse filter's bits per key for the level's
+//! table size (about `1.08 * w` to `1.2 * w`). The Lagrangian handles them as it handles the
+//! Bloom grid: each level takes the option of least `probes * fpr + mu * keys * bits`,
+//! whichever kind it is; what the last step of the bisection leaves unspent then goes, a
+//! step at a time, where it saves the most wasted reads per bit.
 
 use super::bloom::predicted_fpr_for_bits;
+use super::fuse;
 use std::sync::OnceLock;
+
+/// What one level's tables get.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Choice {
+    /// A blocked Bloom filter at these bits per key (0: no filter).
+    Bloom(f64),
+    /// A binary fuse filter with this fingerprint width; `bits` is its expected bits per key.
+    Fuse { fingerprint_bits: u32, bits: f64 },
+}
+
+impl Choice {
+    /// Expected bits per key.
+    pub(crate) fn bits(&self) -> f64 {
+        match *self {
+            Choice::Bloom(b) => b,
+            Choice::Fuse { bits, .. } => bits,
+        }
+    }
+
+    /// Expected false-positive rate (1 without a filter).
+    pub(crate) fn fpr(&self) -> f64 {
+        match *self {
+            Choice::Bloom(b) => fpr_at(b),
+            Choice::Fuse {
+                fingerprint_bits, ..
+            } => fuse_fpr(fingerprint_bits),
+        }
+    }
+}
+
+/// The false-positive rate of a fuse filter with `bits`-bit fingerprints.
+pub(crate) fn fuse_fpr(bits: u32) -> f64 {
+    (-f64::from(bits)).exp2()
+}
+
+/// The fuse options of a level whose tables hold about `table_keys` keys.
+fn fuse_options(table_keys: u64) -> impl Iterator<Item = Choice> {
+    (fuse::MIN_WIDTH..=fuse::MAX_WIDTH).filter_map(move |w| {
+        fuse::bits_per_key(table_keys.max(1), w, fuse::DEFAULT_ARITY).map(|bits| Choice::Fuse {
+            fingerprint_bits: w,
+            bits,
+        })
+    })
+}
 
 /// Bits-per-key grid step of the solver.
 const STEP: f64 = 0.05;
@@ -38,6 +90,8 @@ pub(crate) struct LevelShape {
     /// tables are rewritten within seconds), so its extra bits are not paid for by the levels
     /// that hold the data for good.
     pub(crate) in_budget: bool,
+    /// Keys of a typical table of the level (a fuse filter's bits per key depend on it).
+    pub(crate) table_keys: u64,
 }
 
 fn fpr_grid() -> &'static [f64] {
@@ -57,34 +111,86 @@ fn fpr_grid() -> &'static [f64] {
 }
 
 /// The FPR of a blocked Bloom filter at `bits` per key (0 bits: no filter, FPR 1).
-#[cfg(test)]
 pub(crate) fn fpr_at(bits: f64) -> f64 {
     let grid = fpr_grid();
     let i = (bits / STEP).round().clamp(0.0, (grid.len() - 1) as f64) as usize;
     grid[i]
 }
 
-/// For multiplier `mu`: each level's bits minimizing `probes * fpr(b) + mu * keys * b`.
-fn best_for(levels: &[LevelShape], mu: f64, floor: f64) -> Vec<f64> {
+/// The lower convex hull of the Bloom grid's `(bits, fpr)` points, as grid indexes: the
+/// Lagrangian's minimum over the grid is always at one of them, so a binary search on the
+/// hull's slopes finds it.
+fn bloom_hull() -> &'static [usize] {
+    static HULL: OnceLock<Vec<usize>> = OnceLock::new();
+    HULL.get_or_init(|| {
+        let grid = fpr_grid();
+        let mut hull: Vec<usize> = Vec::new();
+        for i in 0..grid.len() {
+            while hull.len() >= 2 {
+                let (a, b) = (hull[hull.len() - 2], hull[hull.len() - 1]);
+                // Drop b if it lies on or above the segment from a to i.
+                let cross =
+                    (grid[b] - grid[a]) * (i - a) as f64 - (grid[i] - grid[a]) * (b - a) as f64;
+                if cross >= 0.0 {
+                    hull.pop();
+                } else {
+                    break;
+                }
+            }
+            hull.push(i);
+        }
+        hull
+    })
+}
+
+/// The Bloom bits (a grid point at or above `floor`) minimizing `runs * fpr + price * bits`.
+fn best_bloom(runs: f64, price: f64, floor: f64) -> f64 {
     let grid = fpr_grid();
+    let hull = bloom_hull();
     let start = (floor / STEP).ceil() as usize;
+    let cost = |i: usize| runs * grid[i] + price * (i as f64 * STEP);
+    // On the hull the cost is convex in the hull index: find its first non-decreasing step.
+    let (mut lo, mut hi) = (0usize, hull.len() - 1);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if cost(hull[mid + 1]) >= cost(hull[mid]) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    let best = hull[lo];
+    if best >= start {
+        return best as f64 * STEP;
+    }
+    // Under a floor the cost is increasing from the floor on (convexity): take the floor.
+    (start.min(grid.len() - 1)) as f64 * STEP
+}
+
+/// For multiplier `mu`: each level's choice minimizing `probes * fpr + mu * keys * bits`
+/// (levels with `fuse[i]` may take a fuse filter).
+fn best_for(levels: &[LevelShape], mu: f64, floor: f64, fuse: &[bool]) -> Vec<Choice> {
     levels
         .iter()
-        .map(|l| {
+        .enumerate()
+        .map(|(i, l)| {
             if l.keys == 0 {
-                return 0.0;
+                return Choice::Bloom(0.0);
             }
             // A level that holds keys is never left without a filter by a zero weight.
             let runs = l.probes.max(0.01);
-            let keys = l.keys as f64;
-            let mut best = (f64::INFINITY, 0usize);
-            for (i, &f) in grid.iter().enumerate().skip(start) {
-                let cost = runs * f + mu * keys * (i as f64 * STEP);
-                if cost < best.0 {
-                    best = (cost, i);
+            let price = mu * l.keys as f64;
+            let bloom = best_bloom(runs, price, floor);
+            let mut best = (runs * fpr_at(bloom) + price * bloom, Choice::Bloom(bloom));
+            if fuse.get(i).copied().unwrap_or(false) {
+                for c in fuse_options(l.table_keys) {
+                    let cost = runs * c.fpr() + price * c.bits();
+                    if cost < best.0 && c.bits() >= floor {
+                        best = (cost, c);
+                    }
                 }
             }
-            best.1 as f64 * STEP
+            best.1
         })
         .collect()
 }
@@ -97,38 +203,110 @@ fn memory_bits(levels: &[LevelShape], bits: &[f64]) -> f64 {
         .sum()
 }
 
-fn budget_bits(levels: &[LevelShape], bits: &[f64]) -> f64 {
+fn budget_bits(levels: &[LevelShape], choices: &[Choice]) -> f64 {
     levels
         .iter()
-        .zip(bits)
+        .zip(choices)
         .filter(|(l, _)| l.in_budget)
-        .map(|(l, b)| l.keys as f64 * b)
+        .map(|(l, c)| l.keys as f64 * c.bits())
         .sum()
 }
 
 /// Monkey: bits per key for each level so that the levels in the budget hold
 /// `avg_bits * their keys` bits and the weighted sum of FPRs is minimal. Levels without keys
 /// get 0.
+#[cfg(test)]
 pub(crate) fn monkey(levels: &[LevelShape], avg_bits: f64, floor: f64) -> Vec<f64> {
+    monkey_choices(levels, avg_bits, floor, &[])
+        .iter()
+        .map(Choice::bits)
+        .collect()
+}
+
+/// Monkey over Bloom filters and, for the levels where `fuse[i]` is true, binary fuse
+/// filters: the choice per level that minimizes the weighted sum of FPRs while the levels in
+/// the budget hold at most `avg_bits * their keys` bits.
+pub(crate) fn monkey_choices(
+    levels: &[LevelShape],
+    avg_bits: f64,
+    floor: f64,
+    fuse: &[bool],
+) -> Vec<Choice> {
     let total_keys: u64 = levels.iter().filter(|l| l.in_budget).map(|l| l.keys).sum();
     if total_keys == 0 || avg_bits <= 0.0 {
-        return vec![avg_bits.max(0.0); levels.len()];
+        return vec![Choice::Bloom(avg_bits.max(0.0)); levels.len()];
     }
     let budget = avg_bits * total_keys as f64;
     // Bisection on log(mu): larger mu, fewer bits.
     let (mut lo, mut hi) = (-60.0f64, 10.0f64);
-    let mut best = best_for(levels, hi.exp(), floor);
+    let mut best = best_for(levels, hi.exp(), floor, fuse);
     for _ in 0..60 {
         let mid = 0.5 * (lo + hi);
-        let bits = best_for(levels, mid.exp(), floor);
-        if budget_bits(levels, &bits) > budget {
+        let choices = best_for(levels, mid.exp(), floor, fuse);
+        if budget_bits(levels, &choices) > budget {
             lo = mid;
         } else {
             hi = mid;
-            best = bits;
+            best = choices;
         }
     }
+    spend_leftover(levels, &mut best, budget, fuse);
     best
+}
+
+/// Expected wasted reads of an absent-key get: the probe-weighted sum of FPRs.
+#[cfg(test)]
+fn weighted_fpr(levels: &[LevelShape], choices: &[Choice]) -> f64 {
+    levels
+        .iter()
+        .zip(choices)
+        .filter(|(l, _)| l.keys > 0)
+        .map(|(l, c)| l.probes.max(0.01) * c.fpr())
+        .sum()
+}
+
+/// The grid, the hull's kinks and the fuse widths' steps can leave part of the budget
+/// unspent at the multiplier the bisection settles on: spend it a step at a time (0.05 to 1
+/// Bloom bit per key, or one fingerprint bit) where it saves the most wasted reads per bit.
+fn spend_leftover(levels: &[LevelShape], choices: &mut [Choice], budget: f64, fuse: &[bool]) {
+    loop {
+        let left = budget - budget_bits(levels, choices);
+        let mut best: Option<(f64, usize, Choice)> = None;
+        for (i, (l, c)) in levels.iter().zip(choices.iter()).enumerate() {
+            if l.keys == 0 || !l.in_budget {
+                continue;
+            }
+            let keys = l.keys as f64;
+            let next = match *c {
+                Choice::Bloom(b) => {
+                    let step = ((left / keys / STEP).floor() * STEP).min(1.0);
+                    if step < STEP || b + step > MAX_BITS {
+                        None
+                    } else {
+                        Some(Choice::Bloom(b + step))
+                    }
+                }
+                Choice::Fuse {
+                    fingerprint_bits, ..
+                } if fuse.get(i).copied().unwrap_or(false) => fuse_options(l.table_keys)
+                    .find(|o| matches!(o, Choice::Fuse { fingerprint_bits: w, .. } if *w == fingerprint_bits + 1)),
+                Choice::Fuse { .. } => None,
+            };
+            let Some(next) = next else { continue };
+            let extra = (next.bits() - c.bits()) * keys;
+            if extra <= 0.0 || extra > left {
+                continue;
+            }
+            let gain = l.probes.max(0.01) * (c.fpr() - next.fpr()) / extra;
+            if best.as_ref().is_none_or(|(g, _, _)| gain > *g) {
+                best = Some((gain, i, next));
+            }
+        }
+        match best {
+            Some((gain, i, next)) if gain > 0.0 => choices[i] = next,
+            _ => return,
+        }
+    }
 }
 
 /// Lowers bits per key, largest levels first, until the levels' filters fit in
@@ -183,6 +361,7 @@ mod tests {
                 keys,
                 probes: 1.0,
                 in_budget: true,
+                table_keys: 100_000,
             })
             .collect()
     }
@@ -207,6 +386,7 @@ mod tests {
             keys,
             probes,
             in_budget,
+            table_keys: 100_000,
         }
     }
 
@@ -264,6 +444,47 @@ mod tests {
         assert!(bits.iter().all(|&b| b >= MIN_BITS));
         let (_, changed) = fit_to_limit(&levels, &[10.0, 10.0], 1e12);
         assert!(!changed);
+    }
+
+    #[test]
+    fn hybrid_puts_fuse_filters_deep_and_wastes_less_for_the_same_memory() {
+        let levels = tree(&[10_000, 100_000, 1_000_000, 10_000_000]);
+        let total: f64 = levels.iter().map(|l| l.keys as f64).sum();
+        let bloom = monkey_choices(&levels, 10.0, 0.0, &[]);
+        let hybrid = monkey_choices(&levels, 10.0, 0.0, &[false, true, true, true]);
+        assert!(
+            matches!(
+                hybrid[3],
+                Choice::Fuse {
+                    fingerprint_bits: 8,
+                    ..
+                }
+            ),
+            "{hybrid:?}"
+        );
+        assert!(matches!(hybrid[0], Choice::Bloom(_)), "{hybrid:?}");
+        let used = |c: &[Choice]| -> f64 {
+            levels
+                .iter()
+                .zip(c)
+                .map(|(l, c)| l.keys as f64 * c.bits())
+                .sum()
+        };
+        assert!(used(&hybrid) <= 10.0 * total * 1.0001, "{hybrid:?}");
+        assert!(used(&hybrid) >= 10.0 * total * 0.99, "{hybrid:?}");
+        let wasted = |c: &[Choice]| weighted_fpr(&levels, c);
+        assert!(
+            wasted(&hybrid) < 0.5 * wasted(&bloom),
+            "{hybrid:?} {bloom:?}"
+        );
+        // Tight budgets too: never over it, never worse than Bloom alone.
+        let tight = monkey_choices(&levels, 4.0, 0.0, &[false, true, true, true]);
+        assert!(used(&tight) <= 4.0 * total * 1.0001);
+        let tight_bloom = monkey_choices(&levels, 4.0, 0.0, &[]);
+        assert!(
+            wasted(&tight) <= wasted(&tight_bloom),
+            "{tight:?} {tight_bloom:?}"
+        );
     }
 
     #[test]

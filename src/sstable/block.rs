@@ -333,7 +333,7 @@ impl Parsed {
 
     /// The first entry whose key is at or after (`user_key`, `trailer`) in internal order:
     /// `Ok(None)` if every key is before it, `Err(())` if the block is malformed.
-    #[cfg(test)]
+    #[cfg(any(test, fuzzing))]
     pub(crate) fn seek(&self, user_key: &[u8], trailer: u64) -> Result<Option<BlockEntry>, ()> {
         let (mut key, mut prev) = (Vec::new(), Vec::new());
         Ok(self

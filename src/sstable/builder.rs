@@ -13,7 +13,7 @@ use super::format::{put_block_trailer, BlockHandle, BlockKind, Footer, FORMAT_VE
 use super::properties::TableProperties;
 use crate::encoding::put_varint;
 use crate::error::{io_context, Error, Result};
-use crate::filter::{hash_key, FilterBuilder};
+use crate::filter::{hash_key, FilterBuilder, TableFilter};
 use crate::fs::{FileSystem, WritableFile};
 use crate::key::{self, ValueKind};
 use std::path::{Path, PathBuf};
@@ -28,8 +28,8 @@ pub(crate) const WRITE_BUFFER: usize = 1 << 20;
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct BuildOptions {
     pub(crate) block_size: usize,
-    /// 0 (or less): no filter block.
-    pub(crate) bits_per_key: f64,
+    /// The filter block the table gets.
+    pub(crate) filter: TableFilter,
     pub(crate) level: u32,
 }
 
@@ -38,6 +38,8 @@ pub(crate) struct BuildOptions {
 pub(crate) struct BuiltTable {
     pub(crate) file_size: u64,
     pub(crate) properties: TableProperties,
+    /// The table was to get a fuse filter and got a Bloom filter instead.
+    pub(crate) fuse_fell_back: bool,
 }
 
 /// Writes one table.
@@ -95,9 +97,10 @@ impl TableBuilder {
             buf: Vec::new(),
             block: BlockBuilder::new(RESTART_INTERVAL),
             index: BlockBuilder::new(1),
-            filter: (opts.bits_per_key > 0.0).then(FilterBuilder::new),
+            filter: (opts.filter.nominal_bits_per_key() > 0.0).then(FilterBuilder::new),
             props: TableProperties {
-                filter_millibits_per_key: (opts.bits_per_key.max(0.0) * 1000.0).round() as u64,
+                filter_millibits_per_key: (opts.filter.nominal_bits_per_key().max(0.0) * 1000.0)
+                    .round() as u64,
                 level: u64::from(opts.level),
                 min_seq: u64::MAX,
                 ..TableProperties::default()
@@ -227,10 +230,12 @@ impl TableBuilder {
         if self.props.entries == 0 {
             self.props.min_seq = 0;
         }
+        let mut fuse_fell_back = false;
         let filter = match self.filter.take() {
             Some(f) => {
-                let block = f.finish(self.opts.bits_per_key);
-                Some(self.write_block(Some(&block), BlockKind::Filter, false)?)
+                let finished = f.finish_as(self.opts.filter);
+                fuse_fell_back = finished.fuse_fell_back;
+                Some(self.write_block(Some(&finished.block), BlockKind::Filter, false)?)
             }
             None => None,
         };
@@ -253,6 +258,7 @@ impl TableBuilder {
         Ok(BuiltTable {
             file_size: self.offset,
             properties: self.props,
+            fuse_fell_back,
         })
     }
 }

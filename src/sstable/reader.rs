@@ -864,7 +864,7 @@ mod tests {
         fs.create_dir_all(Path::new("/t")).unwrap();
         let opts = BuildOptions {
             block_size: 256,
-            bits_per_key: 10.0,
+            filter: crate::filter::TableFilter::Bloom { bits_per_key: 10.0 },
             level: 0,
         };
         let mut b = TableBuilder::create(fs, Path::new(PATH), opts).unwrap();

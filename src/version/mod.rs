@@ -35,6 +35,8 @@ pub(crate) struct TableEnv {
     pub(crate) dir: PathBuf,
     pub(crate) caches: TableCaches,
     pub(crate) obsolete: Arc<ObsoleteFiles>,
+    /// Tables that were to get a fuse filter and got a Bloom filter (`Stats::filter_fuse_fallbacks`).
+    pub(crate) fuse_fallbacks: std::sync::atomic::AtomicU64,
 }
 
 impl TableEnv {
@@ -49,6 +51,7 @@ impl TableEnv {
         Arc::new(TableEnv {
             dir: dir.to_path_buf(),
             obsolete: ObsoleteFiles::new(fs.clone()),
+            fuse_fallbacks: std::sync::atomic::AtomicU64::new(0),
             caches: TableCaches {
                 fs,
                 files: Arc::new(TableCache::new(max_open_files)),
@@ -350,7 +353,7 @@ mod tests {
         fs.create_dir_all(dir).unwrap();
         let opts = BuildOptions {
             block_size: 4096,
-            bits_per_key: 10.0,
+            filter: crate::filter::TableFilter::Bloom { bits_per_key: 10.0 },
             level: 0,
         };
         let mut b = TableBuilder::create(fs, &filename::table_path(dir, 5), opts).unwrap();

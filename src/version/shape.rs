@@ -33,6 +33,10 @@ impl Version {
                     largest: t.meta.largest_user().to_vec(),
                     filter_bytes: filter.as_ref().map_or(0, |f| f.memory_bytes() as u64),
                     filter_bits_per_key: filter.as_ref().map_or(0.0, |f| f.bits_per_key()),
+                    filter_kind: filter
+                        .as_ref()
+                        .map_or("none", |f| f.kind_name())
+                        .to_string(),
                     predicted_fpr: filter.as_ref().map_or(1.0, |f| f.predicted_fpr()),
                 }
             })
@@ -63,6 +67,14 @@ fn level_stats(level: usize, tables: &[Arc<TableHandle>]) -> LevelStats {
         if let Ok(r) = t.reader() {
             s.filter_keys += r.properties().user_keys;
             fpr_sum += r.filter().map_or(1.0, |f| f.predicted_fpr());
+            let kind = r.filter().map_or("none", |f| f.kind_name());
+            if kind != "empty" {
+                if s.filter_kind.is_empty() {
+                    s.filter_kind = kind.to_string();
+                } else if s.filter_kind != kind {
+                    s.filter_kind = "mixed".to_string();
+                }
+            }
         }
     }
     if s.filter_keys > 0 {

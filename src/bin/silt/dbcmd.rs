@@ -30,6 +30,8 @@ struct TableRow {
     largest: String,
     filter_bytes: u64,
     bits_per_key: f64,
+    /// "bloom", "fuse8", "fuse16", "empty", "unknown" or "none" (as `Db::tables` names it).
+    filter_kind: String,
     predicted_fpr: f64,
     index_bytes: u64,
 }
@@ -44,6 +46,9 @@ struct LevelRow {
     largest: Option<String>,
     filter_bytes: u64,
     bits_per_key: f64,
+    /// The kind of the level's filters, as `Db::levels` names it: "bloom", "fuse8",
+    /// "fuse16", "none", or "mixed" when its tables differ ("" without tables).
+    filter_kind: String,
     /// False-positive rate an absent key meets here (L0: summed over its tables).
     expected_fpr: f64,
     table_list: Vec<TableRow>,
@@ -94,6 +99,20 @@ fn unflushed_wal_bytes(dir: &Path, log_number: u64) -> Result<u64, CliError> {
     Ok(total)
 }
 
+/// The kind of a level's filters from its tables' kinds, by `Db::levels`'s rule: filters
+/// over no keys do not count, and tables that differ make it "mixed".
+fn level_filter_kind(tables: &[TableRow]) -> String {
+    let mut kind = "";
+    for t in tables.iter().filter(|t| t.filter_kind != "empty") {
+        if kind.is_empty() {
+            kind = &t.filter_kind;
+        } else if kind != t.filter_kind {
+            return "mixed".into();
+        }
+    }
+    kind.into()
+}
+
 /// `silt db info DIR`.
 pub fn info(dir: &Path, json: bool) -> Result<(), CliError> {
     check_dir(dir)?;
@@ -110,9 +129,14 @@ pub fn info(dir: &Path, json: bool) -> Result<(), CliError> {
                     crate::output::describe(&e)
                 ))
             })?;
-            let (fbytes, bpk, fpr) = match t.filter() {
-                Some(f) => (f.memory_bytes() as u64, f.bits_per_key(), f.predicted_fpr()),
-                None => (0, 0.0, 1.0),
+            let (fbytes, bpk, kind, fpr) = match t.filter() {
+                Some(f) => (
+                    f.memory_bytes() as u64,
+                    f.bits_per_key(),
+                    f.kind_name(),
+                    f.predicted_fpr(),
+                ),
+                None => (0, 0.0, "none", 1.0),
             };
             rows.push(TableRow {
                 number: meta.number,
@@ -122,6 +146,7 @@ pub fn info(dir: &Path, json: bool) -> Result<(), CliError> {
                 largest: escape(meta.largest_user()),
                 filter_bytes: fbytes,
                 bits_per_key: bpk,
+                filter_kind: kind.into(),
                 predicted_fpr: fpr,
                 index_bytes: t.index_memory_bytes() as u64,
             });
@@ -156,6 +181,7 @@ pub fn info(dir: &Path, json: bool) -> Result<(), CliError> {
             } else {
                 0.0
             },
+            filter_kind: level_filter_kind(&rows),
             expected_fpr,
             table_list: rows,
         });
@@ -197,19 +223,24 @@ pub fn info(dir: &Path, json: bool) -> Result<(), CliError> {
     line(
         &mut out,
         &format!(
-            "{:<5} {:>6} {:>12} {:>10} {:>12} {:>8} {:>10}  key range",
-            "level", "tables", "bytes", "entries", "filter B", "bits/key", "exp. FPR"
+            "{:<5} {:>6} {:>12} {:>10} {:<7} {:>12} {:>8} {:>10}  key range",
+            "level", "tables", "bytes", "entries", "filter", "filter B", "bits/key", "exp. FPR"
         ),
     )?;
     for l in doc.levels.iter().filter(|l| l.tables > 0) {
         line(
             &mut out,
             &format!(
-                "L{:<4} {:>6} {:>12} {:>10} {:>12} {:>8.2} {:>9.4}%  {} .. {}",
+                "L{:<4} {:>6} {:>12} {:>10} {:<7} {:>12} {:>8.2} {:>9.4}%  {} .. {}",
                 l.level,
                 l.tables,
                 l.bytes,
                 l.entries,
+                if l.filter_kind.is_empty() {
+                    "-"
+                } else {
+                    &l.filter_kind
+                },
                 l.filter_bytes,
                 l.bits_per_key,
                 l.expected_fpr * 100.0,
@@ -245,10 +276,11 @@ pub fn info(dir: &Path, json: bool) -> Result<(), CliError> {
             line(
                 &mut out,
                 &format!(
-                    "  {:06}.sst {:>10} bytes {:>9} entries  filter {:>9} B {:>6.2} bits/key FPR {:.4}%  {} .. {}",
+                    "  {:06}.sst {:>10} bytes {:>9} entries  filter {:<7} {:>9} B {:>6.2} bits/key FPR {:.4}%  {} .. {}",
                     t.number,
                     t.bytes,
                     t.entries,
+                    t.filter_kind,
                     t.filter_bytes,
                     t.bits_per_key,
                     t.predicted_fpr * 100.0,

@@ -19,9 +19,10 @@ pub struct ReadampArgs {
     /// Point reads per read kind.
     #[arg(long, default_value_t = 100_000)]
     reads: u64,
-    /// Filter settings: bits per key (0 = no filter), or `monkey:B` for Monkey at an average of
-    /// B. Repeatable.
-    #[arg(long = "bits-per-key", num_args = 1.., default_values_t = ["0".to_string(), "5".to_string(), "10".to_string(), "15".to_string()])]
+    /// Filter settings: bits per key (0 = no filter), `monkey:B` for Monkey over Bloom filters
+    /// at an average of B, or `hybrid:B` for the default policy (Monkey over Bloom and binary
+    /// fuse filters, fuse from L1) at an average of B. Repeatable.
+    #[arg(long = "bits-per-key", num_args = 1.., default_values_t = ["0".to_string(), "5".to_string(), "10".to_string(), "15".to_string(), "hybrid:10".to_string()])]
     bits_per_key: Vec<String>,
     /// Value size in bytes.
     #[arg(long, default_value_t = 100)]
@@ -72,9 +73,26 @@ struct Setting {
 fn parse_setting(s: &str) -> Result<(Setting, FilterPolicy), CliError> {
     let bad = || {
         CliError::input(format!(
-            "bad --bits-per-key {s:?}: expected a number or monkey:NUMBER"
+            "bad --bits-per-key {s:?}: expected a number, monkey:NUMBER or hybrid:NUMBER"
         ))
     };
+    if let Some(rest) = s.strip_prefix("hybrid:") {
+        let b: f64 = rest.parse().map_err(|_| bad())?;
+        if !(0.0..=100.0).contains(&b) {
+            return Err(bad());
+        }
+        return Ok((
+            Setting {
+                label: format!("hybrid:{b}"),
+                policy: "hybrid".into(),
+                bits_per_key: b,
+            },
+            FilterPolicy::Hybrid {
+                bits_per_key: b,
+                fuse_from_level: 1,
+            },
+        ));
+    }
     if let Some(rest) = s.strip_prefix("monkey:") {
         let b: f64 = rest.parse().map_err(|_| bad())?;
         return Ok((
@@ -166,6 +184,7 @@ struct LevelRow {
     bytes: u64,
     filter_bytes: u64,
     bits_per_key: f64,
+    filter_kind: String,
     expected_fpr: f64,
 }
 
@@ -410,6 +429,7 @@ fn run_setting(
             bytes: l.bytes,
             filter_bytes: l.filter_bytes,
             bits_per_key: l.bits_per_key,
+            filter_kind: l.filter_kind.clone(),
             expected_fpr: l.expected_fpr,
         })
         .collect();
@@ -462,6 +482,12 @@ fn print_text(r: &Report) {
             .iter()
             .map(|l| format!("L{}:{}", l.level, l.tables))
             .collect();
+        let kinds: Vec<String> = s
+            .levels
+            .iter()
+            .filter(|l| l.filter_bytes > 0)
+            .map(|l| format!("L{} {} {:.2}", l.level, l.filter_kind, l.bits_per_key))
+            .collect();
         println!(
             "\nbits/key {:<10} load {:.1}s ({:.0} keys/s), write amp {:.2}, tables {}, filters {:.2} MiB ({:.2} bits/key)",
             s.setting.label,
@@ -472,6 +498,9 @@ fn print_text(r: &Report) {
             s.filter_bytes as f64 / (1 << 20) as f64,
             s.filter_bits_per_key
         );
+        if !kinds.is_empty() {
+            println!("  filters (kind, bits/key): {}", kinds.join(", "));
+        }
     }
     println!();
     println!(
@@ -565,7 +594,7 @@ fn plot(r: &Report, path: &Path) -> Result<(), CliError> {
     let uniform: Vec<&SettingReport> = r
         .settings
         .iter()
-        .filter(|s| s.setting.policy != "monkey")
+        .filter(|s| s.setting.policy != "monkey" && s.setting.policy != "hybrid")
         .collect();
     if uniform.is_empty() {
         return Err(CliError::input(

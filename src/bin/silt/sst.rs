@@ -3,9 +3,9 @@
 use crate::output::{escape, line, parse_key, print_json, show, CliError};
 use clap::Args;
 use serde::Serialize;
-use siltdb::inspect::filter::{self, Filter};
+use siltdb::inspect::filter::{self, BloomFilter, Filter, FilterTrailer, FuseTrailer};
 use siltdb::inspect::table::TableReader;
-use siltdb::inspect::table::{BlockKind, Footer, FOOTER_LEN, MAGIC};
+use siltdb::inspect::table::{BlockHandle, BlockKind, Footer, FOOTER_LEN, MAGIC};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -39,42 +39,72 @@ struct FilterSummary {
     keys: u64,
     bits: u64,
     bits_per_key: f64,
-    probes: u32,
+    /// Bloom probes per key (`k`); null for other kinds.
+    probes: Option<u32>,
+    /// Fuse fingerprint width; null for other kinds.
+    fingerprint_bits: Option<u32>,
+    /// Fuse slots per key; null for other kinds.
+    arity: Option<u32>,
+    /// Fuse array length in slots; null for other kinds.
+    slots: Option<u64>,
     bytes: u64,
     predicted_fpr: f64,
 }
 
+impl FilterSummary {
+    fn new(kind: String, f: &Filter, bytes: u64) -> FilterSummary {
+        FilterSummary {
+            kind,
+            keys: f.keys(),
+            bits: 0,
+            bits_per_key: f.bits_per_key(),
+            probes: None,
+            fingerprint_bits: None,
+            arity: None,
+            slots: None,
+            bytes,
+            predicted_fpr: f.predicted_fpr(),
+        }
+    }
+
+    /// The `filter` line of `silt sst info`.
+    fn text(&self) -> String {
+        let size = format!("{} bits ({:.2} bits/key)", self.bits, self.bits_per_key);
+        let shape = match (self.fingerprint_bits, self.arity, self.slots, self.probes) {
+            (Some(w), Some(a), Some(slots), _) => {
+                format!("{w}-bit fingerprints, {a}-wise, {slots} slots, {size}")
+            }
+            (_, _, _, Some(k)) => format!("{size}, k={k}"),
+            _ => size,
+        };
+        format!(
+            "{}: {} keys, {shape}, {} bytes, predicted FPR {:.4}%",
+            self.kind,
+            self.keys,
+            self.bytes,
+            self.predicted_fpr * 100.0
+        )
+    }
+}
+
 fn filter_summary(t: &TableReader) -> Option<FilterSummary> {
     let f = t.filter()?;
-    let handle = t.footer().filter?;
+    let bytes = t.footer().filter?.size;
     Some(match f {
         Filter::Bloom(b) => FilterSummary {
-            kind: "blocked-bloom-512".into(),
-            keys: b.keys(),
             bits: b.bits(),
-            bits_per_key: b.bits_per_key(),
-            probes: b.probes(),
-            bytes: handle.size,
-            predicted_fpr: b.predicted_fpr(),
+            probes: Some(b.probes()),
+            ..FilterSummary::new("blocked-bloom-512".into(), f, bytes)
         },
-        Filter::Empty => FilterSummary {
-            kind: "empty (no keys)".into(),
-            keys: 0,
-            bits: 0,
-            bits_per_key: 0.0,
-            probes: 0,
-            bytes: handle.size,
-            predicted_fpr: 0.0,
+        Filter::Fuse(x) => FilterSummary {
+            bits: x.memory_bytes() as u64 * 8,
+            fingerprint_bits: Some(x.fingerprint_bits()),
+            arity: Some(x.arity()),
+            slots: Some(x.array_length()),
+            ..FilterSummary::new(format!("binary-fuse-{}", x.fingerprint_bits()), f, bytes)
         },
-        Filter::Unknown(why) => FilterSummary {
-            kind: format!("unknown: {why}"),
-            keys: 0,
-            bits: 0,
-            bits_per_key: 0.0,
-            probes: 0,
-            bytes: handle.size,
-            predicted_fpr: 1.0,
-        },
+        Filter::Empty => FilterSummary::new("empty (no keys)".into(), f, bytes),
+        Filter::Unknown(why) => FilterSummary::new(format!("unknown: {why}"), f, bytes),
     })
 }
 
@@ -187,19 +217,7 @@ pub fn info(file: &Path, json: bool) -> Result<(), CliError> {
     )?;
     line(&mut out, &format!("written for     L{}", doc.level))?;
     match &doc.filter {
-        Some(f) => line(
-            &mut out,
-            &format!(
-                "filter          {}: {} keys, {} bits ({:.2} bits/key), k={}, {} bytes, predicted FPR {:.4}%",
-                f.kind,
-                f.keys,
-                f.bits,
-                f.bits_per_key,
-                f.probes,
-                f.bytes,
-                f.predicted_fpr * 100.0
-            ),
-        )?,
+        Some(f) => line(&mut out, &format!("filter          {}", f.text()))?,
         None => line(&mut out, "filter          none")?,
     }
     line(&mut out, "layout")?;
@@ -247,13 +265,52 @@ struct Histogram {
     counts: Vec<u64>,
 }
 
+/// Where a key lands in a binary fuse filter.
+#[derive(Serialize)]
+struct FuseKeyProbe {
+    /// The key's slots (array indexes), one per slot of the arity.
+    slots: Vec<u64>,
+    /// The key's fingerprint.
+    fingerprint: u32,
+    /// The fingerprints stored in those slots: the key may be present iff their XOR is its
+    /// fingerprint.
+    stored: Vec<u32>,
+}
+
 #[derive(Serialize)]
 struct KeyProbe {
     key: String,
     verdict: &'static str,
-    line: u32,
-    probes: Vec<(u32, bool)>,
+    /// Bloom: the line the key maps to (null for other kinds).
+    line: Option<u32>,
+    /// Bloom: each probed bit of the line and whether it is set (null for other kinds).
+    probes: Option<Vec<(u32, bool)>>,
+    /// Fuse: the key's slots and fingerprints (null for other kinds).
+    fuse: Option<FuseKeyProbe>,
     in_table: bool,
+}
+
+/// A binary fuse filter's parameters, from its trailer (and its array, once decoded).
+#[derive(Serialize)]
+struct FuseJson {
+    fingerprint_bits: u8,
+    arity: u8,
+    segment_length_log2: u8,
+    /// `2^segment_length_log2` (null if that does not fit in 64 bits).
+    segment_length: Option<u64>,
+    segment_count: u32,
+    /// Slots in the array, `(segment_count + arity - 1) * segment_length` (null on overflow).
+    array_length: Option<u64>,
+    /// The mixing seed the construction settled on, hex.
+    seed: String,
+    keys: u64,
+    /// Bytes of the fingerprint array: the block without its trailer.
+    bytes: u64,
+    bits_per_key: f64,
+    /// `2^-fingerprint_bits`.
+    predicted_fpr: f64,
+    /// Fraction of slots holding a zero fingerprint (null unless the filter decoded).
+    zero_fraction: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -266,12 +323,15 @@ struct FilterJson {
     kind_name: String,
     version: u8,
     hash: String,
-    seed: u32,
+    /// The Bloom trailer's hash seed (null for fuse: its mixing seed is `fuse.seed`).
+    seed: Option<u32>,
     keys: u64,
     bits: u64,
     bits_per_key: f64,
-    probes: u8,
-    lines: u32,
+    /// Bloom probes per key (null for fuse).
+    probes: Option<u8>,
+    /// Bloom 512-bit lines (null for fuse).
+    lines: Option<u32>,
     crc_stored: String,
     crc_ok: bool,
     fill_ratio: Option<f64>,
@@ -283,6 +343,8 @@ struct FilterJson {
     set_bits_per_line_mean: Option<f64>,
     set_bits_per_line_max: Option<u32>,
     histogram: Option<Histogram>,
+    /// The binary fuse filter's parameters (null for other kinds).
+    fuse: Option<FuseJson>,
     measured: Option<Measured>,
     keys_probed: Vec<KeyProbe>,
 }
@@ -305,6 +367,47 @@ fn raw_block(file: &Path, offset: u64, size: u64) -> Result<Vec<u8>, CliError> {
     Ok(buf)
 }
 
+/// The one-line error for damage at `offset` of `file`.
+fn corrupt_at(file: &Path, offset: u64, detail: impl std::fmt::Display) -> CliError {
+    CliError::input(format!(
+        "corrupt file {} at offset {offset}: {detail}",
+        file.display()
+    ))
+}
+
+/// The filter block's handle and raw contents, read from the footer and the file directly
+/// (not through `TableReader`), so that a filter whose checksum fails can still be shown.
+/// `None` if the table has no filter block.
+fn read_filter_block(file: &Path) -> Result<Option<(BlockHandle, Vec<u8>)>, CliError> {
+    let len = std::fs::metadata(file)
+        .map_err(|e| CliError::input(format!("{}: {e}", file.display())))?
+        .len();
+    if len < FOOTER_LEN as u64 {
+        return Err(corrupt_at(
+            file,
+            0,
+            format!("{len} bytes is too short to be an SSTable"),
+        ));
+    }
+    let footer_at = len - FOOTER_LEN as u64;
+    let fbytes = raw_block(file, footer_at, FOOTER_LEN as u64)?;
+    let mut farr = [0u8; FOOTER_LEN];
+    farr.copy_from_slice(&fbytes);
+    let footer =
+        Footer::decode(&farr).map_err(|e| corrupt_at(file, footer_at + e.field_offset(), e))?;
+    let Some(fh) = footer.filter else {
+        return Ok(None);
+    };
+    if fh.offset + fh.size + 5 > footer_at {
+        return Err(corrupt_at(
+            file,
+            footer_at + 16,
+            "filter block handle reaches past the end of the data",
+        ));
+    }
+    Ok(Some((fh, raw_block(file, fh.offset, fh.size)?)))
+}
+
 /// Keys that are certainly not in any table siltdb writes from user data in tests: a fixed
 /// prefix then a counter.
 fn probe_key(i: u64) -> Vec<u8> {
@@ -313,34 +416,167 @@ fn probe_key(i: u64) -> Vec<u8> {
     k
 }
 
+/// Bits over keys (0 without keys).
+fn per_key(bits: u64, keys: u64) -> f64 {
+    if keys > 0 {
+        bits as f64 / keys as f64
+    } else {
+        0.0
+    }
+}
+
+/// What the `kind` line says about the block.
+fn kind_name(
+    decoded: Option<&Filter>,
+    trailer: &FilterTrailer,
+    fuse: Option<&FuseTrailer>,
+) -> String {
+    if let Some(Filter::Unknown(why)) = decoded {
+        return format!("unknown ({why}): every key reads as maybe present");
+    }
+    let base = match (trailer.marker, trailer.kind, fuse) {
+        (filter::MARKER, _, Some(t)) => format!(
+            "binary fuse, {}-wise, {}-bit fingerprints",
+            t.arity, t.fingerprint_bits
+        ),
+        (filter::MARKER, filter::KIND_BLOCKED_BLOOM, _) => "blocked Bloom, 512-bit lines".into(),
+        _ => return "unknown".into(),
+    };
+    match decoded {
+        Some(Filter::Empty) => format!("{base} (empty: no keys)"),
+        _ => base,
+    }
+}
+
+/// The fields of a fuse trailer, with the geometry they imply.
+fn fuse_json(t: &FuseTrailer, payload_bytes: u64, decoded: Option<&Filter>) -> FuseJson {
+    let segment_length = 1u64.checked_shl(u32::from(t.segment_length_log2));
+    let extra = u64::from(t.arity).saturating_sub(1);
+    let array_length =
+        segment_length.and_then(|l| (u64::from(t.segment_count) + extra).checked_mul(l));
+    let keys = u64::from(t.keys);
+    FuseJson {
+        fingerprint_bits: t.fingerprint_bits,
+        arity: t.arity,
+        segment_length_log2: t.segment_length_log2,
+        segment_length,
+        segment_count: t.segment_count,
+        array_length,
+        seed: format!("0x{:016x}", t.seed),
+        keys,
+        bytes: payload_bytes,
+        bits_per_key: per_key(payload_bytes.saturating_mul(8), keys),
+        predicted_fpr: (-f64::from(t.fingerprint_bits)).exp2(),
+        zero_fraction: match decoded {
+            Some(Filter::Fuse(x)) => Some(x.zero_fraction()),
+            _ => None,
+        },
+    }
+}
+
+/// Set bits per line of a Bloom filter, in buckets of 32.
+fn line_histogram(per_line: &[u32]) -> Histogram {
+    let width = 32u32;
+    let mut counts = vec![0u64; (512 / width) as usize + 1];
+    for &c in per_line {
+        counts[(c / width).min(512 / width) as usize] += 1;
+    }
+    while counts.len() > 1 && counts.last() == Some(&0) {
+        counts.pop();
+    }
+    Histogram {
+        bucket_width: width,
+        counts,
+    }
+}
+
+/// Fills in what only a decoded Bloom filter can tell.
+fn add_bloom_fields(doc: &mut FilterJson, b: &BloomFilter) {
+    let per_line = b.set_bits_per_line();
+    doc.fill_ratio = Some(b.fill_ratio());
+    doc.fpr_from_fill_ratio = Some(filter::fpr_from_fill(b.fill_ratio(), b.probes()));
+    doc.fpr_from_line_fill = Some(b.estimated_fpr_from_lines());
+    doc.standard_bloom_fpr = Some(filter::standard_bloom_fpr(
+        b.bits() as f64,
+        b.keys() as f64,
+        f64::from(b.probes()),
+    ));
+    doc.set_bits_per_line_min = per_line.iter().min().copied();
+    doc.set_bits_per_line_mean =
+        Some(per_line.iter().map(|&c| f64::from(c)).sum::<f64>() / per_line.len().max(1) as f64);
+    doc.set_bits_per_line_max = per_line.iter().max().copied();
+    doc.histogram = Some(line_histogram(&per_line));
+}
+
+/// Probes `n` keys that are not in the table and counts the filter's false positives.
+fn measure(f: &Filter, t: &TableReader, n: u64) -> Result<Measured, CliError> {
+    let mut fp = 0u64;
+    for i in 0..n {
+        let k = probe_key(i);
+        if f.may_contain_hash(filter::hash_key(&k)) && t.find(&k)?.is_none() {
+            fp += 1;
+        }
+    }
+    Ok(Measured {
+        probes: n,
+        false_positives: fp,
+        fpr: fp as f64 / n.max(1) as f64,
+    })
+}
+
+fn verdict(may_contain: bool) -> &'static str {
+    if may_contain {
+        "maybe present"
+    } else {
+        "definitely absent"
+    }
+}
+
+/// The filter's answer for one key, and why (a filter that did not decode says "maybe").
+fn probe_one(
+    key: &[u8],
+    shown: String,
+    f: Option<&Filter>,
+    t: Option<&TableReader>,
+) -> Result<KeyProbe, CliError> {
+    let h = filter::hash_key(key);
+    let mut p = KeyProbe {
+        key: shown,
+        verdict: verdict(f.is_none_or(|f| f.may_contain_hash(h))),
+        line: None,
+        probes: None,
+        fuse: None,
+        in_table: match t {
+            Some(t) => t.find(key)?.is_some(),
+            None => false,
+        },
+    };
+    match f {
+        Some(Filter::Bloom(b)) => {
+            p.line = Some(b.line_of(h));
+            p.probes = Some(b.probe_bits(h));
+        }
+        Some(Filter::Fuse(x)) => {
+            let probe = x.probe(h);
+            p.verdict = verdict(probe.may_contain);
+            p.fuse = Some(FuseKeyProbe {
+                slots: probe.slots,
+                fingerprint: probe.fingerprint,
+                stored: probe.stored,
+            });
+        }
+        _ => {}
+    }
+    Ok(p)
+}
+
 /// `silt sst filter FILE`.
 pub fn filter(args: &FilterArgs, json: bool) -> Result<(), CliError> {
     let file = &args.file;
     if !file.exists() {
         return Err(CliError::input(format!("not found: {}", file.display())));
     }
-    // Read the footer and the raw filter block ourselves, so that a filter whose checksum
-    // fails can still be shown (with its status) before the error.
-    let len = std::fs::metadata(file)
-        .map_err(|e| CliError::input(format!("{}: {e}", file.display())))?
-        .len();
-    if len < FOOTER_LEN as u64 {
-        return Err(CliError::input(format!(
-            "corrupt file {} at offset 0: {len} bytes is too short to be an SSTable",
-            file.display()
-        )));
-    }
-    let fbytes = raw_block(file, len - FOOTER_LEN as u64, FOOTER_LEN as u64)?;
-    let mut farr = [0u8; FOOTER_LEN];
-    farr.copy_from_slice(&fbytes);
-    let footer = Footer::decode(&farr).map_err(|e| {
-        CliError::input(format!(
-            "corrupt file {} at offset {}: {e}",
-            file.display(),
-            len - FOOTER_LEN as u64 + e.field_offset()
-        ))
-    })?;
-    let Some(fh) = footer.filter else {
+    let Some((fh, block)) = read_filter_block(file)? else {
         if json {
             return print_json(
                 &serde_json::json!({"file": file.display().to_string(), "filter": null}),
@@ -352,155 +588,91 @@ pub fn filter(args: &FilterArgs, json: bool) -> Result<(), CliError> {
         );
         return Ok(());
     };
-    if fh.offset + fh.size + 5 > len - FOOTER_LEN as u64 {
-        return Err(CliError::input(format!(
-            "corrupt file {} at offset {}: filter block handle reaches past the end of the data",
-            file.display(),
-            len - FOOTER_LEN as u64 + 16
-        )));
-    }
-    let block = raw_block(file, fh.offset, fh.size)?;
-    let trailer = filter::decode_trailer(&block).map_err(|e| {
-        CliError::input(format!(
-            "corrupt file {} at offset {}: {}",
-            file.display(),
-            fh.offset + e.offset,
-            e.detail
-        ))
-    })?;
+    let bad_trailer = |e: filter::FilterError| corrupt_at(file, fh.offset + e.offset, e.detail);
+    let trailer = filter::decode_trailer(&block).map_err(bad_trailer)?;
+    let fuse_trailer =
+        if trailer.marker == filter::MARKER && trailer.kind == filter::KIND_BINARY_FUSE {
+            Some(filter::decode_fuse_trailer(&block).map_err(bad_trailer)?)
+        } else {
+            None
+        };
     let crc_ok = filter::checksum_ok(&block);
     let decoded = if crc_ok {
-        filter::decode(&block).ok()
+        Some(filter::decode(&block).map_err(bad_trailer)?)
     } else {
         None
     };
     let table = if crc_ok { Some(open(file)?) } else { None };
-    let bloom = match &decoded {
-        Some(Filter::Bloom(b)) => Some(b),
-        _ => None,
+    let payload_bytes = (block.len() - filter::TRAILER_LEN) as u64;
+    let fuse = fuse_trailer
+        .as_ref()
+        .map(|t| fuse_json(t, payload_bytes, decoded.as_ref()));
+    let (keys, bits) = match &fuse {
+        Some(x) => (x.keys, payload_bytes * 8),
+        None => (trailer.keys, u64::from(trailer.lines) * 512),
     };
-    let kind_name = match (&decoded, trailer.marker, trailer.kind) {
-        (Some(Filter::Unknown(why)), _, _) => {
-            format!("unknown ({why}): every key reads as maybe present")
-        }
-        (Some(Filter::Empty), _, _) => "blocked Bloom, 512-bit lines (empty: no keys)".into(),
-        (_, filter::MARKER, filter::KIND_BLOCKED_BLOOM) => "blocked Bloom, 512-bit lines".into(),
-        _ => "unknown".into(),
-    };
-    let per_line = bloom.map(|b| b.set_bits_per_line());
-    let histogram = per_line.as_ref().map(|v| {
-        let width = 32u32;
-        let mut counts = vec![0u64; (512 / width) as usize + 1];
-        for &c in v {
-            counts[(c / width) as usize] += 1;
-        }
-        while counts.len() > 1 && counts.last() == Some(&0) {
-            counts.pop();
-        }
-        Histogram {
-            bucket_width: width,
-            counts,
-        }
-    });
-    let measured = match (args.measure, bloom, &table) {
-        (Some(n), Some(b), Some(t)) => {
-            let mut fp = 0u64;
-            for i in 0..n {
-                let k = probe_key(i);
-                if b.may_contain_hash(filter::hash_key(&k)) && t.find(&k)?.is_none() {
-                    fp += 1;
-                }
-            }
-            Some(Measured {
-                probes: n,
-                false_positives: fp,
-                fpr: fp as f64 / n.max(1) as f64,
-            })
-        }
+    let bloom_trailer = fuse.is_none();
+    let measured = match (args.measure, &decoded, &table) {
+        (Some(n), Some(f), Some(t)) => Some(measure(f, t, n)?),
         _ => None,
     };
     let mut keys_probed = Vec::new();
     for k in &args.keys {
         let key = parse_key(k, args.hex)?;
-        let h = filter::hash_key(&key);
-        let in_table = match &table {
-            Some(t) => t.find(&key)?.is_some(),
-            None => false,
-        };
-        let (verdict, line_no, probes) = match &decoded {
-            Some(Filter::Bloom(b)) => (
-                if b.may_contain_hash(h) {
-                    "maybe present"
-                } else {
-                    "definitely absent"
-                },
-                b.line_of(h),
-                b.probe_bits(h),
-            ),
-            Some(Filter::Empty) => ("definitely absent", 0, Vec::new()),
-            _ => ("maybe present", 0, Vec::new()),
-        };
-        keys_probed.push(KeyProbe {
-            key: show(&key, args.hex),
-            verdict,
-            line: line_no,
-            probes,
-            in_table,
-        });
+        let shown = show(&key, args.hex);
+        keys_probed.push(probe_one(&key, shown, decoded.as_ref(), table.as_ref())?);
     }
-    let fill = bloom.map(|b| b.fill_ratio());
-    let doc = FilterJson {
+    let mut doc = FilterJson {
         file: file.display().to_string(),
         offset: fh.offset,
         block_bytes: fh.size,
         marker: format!("0x{:02x}", trailer.marker),
         kind: trailer.kind,
-        kind_name,
+        kind_name: kind_name(decoded.as_ref(), &trailer, fuse_trailer.as_ref()),
         version: trailer.version,
         hash: if trailer.hash_id == filter::HASH_XXH3_64 {
             "xxh3-64".into()
         } else {
             format!("unknown id {}", trailer.hash_id)
         },
-        seed: trailer.seed,
-        keys: trailer.keys,
-        bits: u64::from(trailer.lines) * 512,
-        bits_per_key: if trailer.keys > 0 {
-            f64::from(trailer.lines) * 512.0 / trailer.keys as f64
-        } else {
-            0.0
-        },
-        probes: trailer.probes,
-        lines: trailer.lines,
+        seed: bloom_trailer.then_some(trailer.seed),
+        keys,
+        bits,
+        bits_per_key: per_key(bits, keys),
+        probes: bloom_trailer.then_some(trailer.probes),
+        lines: bloom_trailer.then_some(trailer.lines),
         crc_stored: format!("0x{:08x}", trailer.crc),
         crc_ok,
-        fill_ratio: fill,
-        predicted_fpr: bloom.map(|b| b.predicted_fpr()),
-        fpr_from_fill_ratio: bloom.map(|b| filter::fpr_from_fill(b.fill_ratio(), b.probes())),
-        fpr_from_line_fill: bloom.map(|b| b.estimated_fpr_from_lines()),
-        standard_bloom_fpr: bloom.map(|b| {
-            filter::standard_bloom_fpr(b.bits() as f64, b.keys() as f64, f64::from(b.probes()))
-        }),
-        set_bits_per_line_min: per_line.as_ref().and_then(|v| v.iter().min().copied()),
-        set_bits_per_line_mean: per_line
-            .as_ref()
-            .map(|v| v.iter().map(|&c| f64::from(c)).sum::<f64>() / v.len().max(1) as f64),
-        set_bits_per_line_max: per_line.as_ref().and_then(|v| v.iter().max().copied()),
-        histogram,
+        fill_ratio: None,
+        predicted_fpr: match &decoded {
+            Some(f @ (Filter::Bloom(_) | Filter::Fuse(_))) => Some(f.predicted_fpr()),
+            _ => None,
+        },
+        fpr_from_fill_ratio: None,
+        fpr_from_line_fill: None,
+        standard_bloom_fpr: None,
+        set_bits_per_line_min: None,
+        set_bits_per_line_mean: None,
+        set_bits_per_line_max: None,
+        histogram: None,
+        fuse,
         measured,
         keys_probed,
     };
+    if let Some(Filter::Bloom(b)) = &decoded {
+        add_bloom_fields(&mut doc, b);
+    }
     if json {
         print_json(&doc)?;
     } else {
         print_filter_text(&doc)?;
     }
     if !crc_ok {
-        return Err(CliError::input(format!(
-            "corrupt file {} at offset {}: filter checksum mismatch",
-            file.display(),
-            fh.offset + fh.size - 4
-        )));
+        return Err(corrupt_at(
+            file,
+            fh.offset + fh.size - 4,
+            "filter checksum mismatch",
+        ));
     }
     Ok(())
 }
@@ -526,58 +698,35 @@ fn print_filter_text(d: &FilterJson) -> Result<(), CliError> {
             d.kind_name, d.marker, d.kind, d.version
         ),
     )?;
-    line(
-        &mut out,
-        &format!("hash                 {}, seed {}", d.hash, d.seed),
-    )?;
+    let seed = d.seed.map_or(String::new(), |s| format!(", seed {s}"));
+    line(&mut out, &format!("hash                 {}{seed}", d.hash))?;
     line(&mut out, &format!("keys (n)             {}", d.keys))?;
-    line(
-        &mut out,
-        &format!(
-            "bits (m)             {} in {} lines of 512 ({:.3} bits/key)",
-            d.bits, d.lines, d.bits_per_key
-        ),
-    )?;
-    line(&mut out, &format!("probes (k)           {}", d.probes))?;
-    line(
-        &mut out,
-        &format!(
-            "crc                  {} ({})",
-            d.crc_stored,
-            if d.crc_ok { "ok" } else { "MISMATCH" }
-        ),
-    )?;
-    if let Some(f) = d.fill_ratio {
-        line(
-            &mut out,
-            &format!("fill ratio           {:.4} of bits set", f),
-        )?;
+    match &d.fuse {
+        Some(x) => print_fuse_text(&mut out, d, x)?,
+        None => print_bloom_text(&mut out, d)?,
     }
-    line(
-        &mut out,
-        &format!(
-            "FPR predicted        {} (blocked Bloom, from m, n, k)",
-            pct(d.predicted_fpr)
-        ),
-    )?;
-    line(
-        &mut out,
-        &format!(
-            "FPR from fill ratio  {} (fill^k) / {} (per-line fill^k)",
-            pct(d.fpr_from_fill_ratio),
-            pct(d.fpr_from_line_fill)
-        ),
-    )?;
-    line(
-        &mut out,
-        &format!(
-            "FPR unblocked Bloom  {} (same m, n, k, for comparison)",
-            pct(d.standard_bloom_fpr)
-        ),
-    )?;
+    let digits = d
+        .fuse
+        .as_ref()
+        .map_or(2, |x| usize::from(x.fingerprint_bits).div_ceil(4));
+    for k in &d.keys_probed {
+        line(&mut out, &key_probe_text(k, digits))?;
+    }
+    Ok(())
+}
+
+fn crc_line(d: &FilterJson) -> String {
+    format!(
+        "crc                  {} ({})",
+        d.crc_stored,
+        if d.crc_ok { "ok" } else { "MISMATCH" }
+    )
+}
+
+fn print_measured(out: &mut impl Write, d: &FilterJson) -> Result<(), CliError> {
     if let Some(m) = &d.measured {
         line(
-            &mut out,
+            out,
             &format!(
                 "FPR measured         {:.4}% ({} false positives in {} absent keys)",
                 m.fpr * 100.0,
@@ -586,53 +735,172 @@ fn print_filter_text(d: &FilterJson) -> Result<(), CliError> {
             ),
         )?;
     }
+    Ok(())
+}
+
+fn print_fuse_text(out: &mut impl Write, d: &FilterJson, x: &FuseJson) -> Result<(), CliError> {
+    let or_dash = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
+    line(out, &format!("fingerprint bits     {}", x.fingerprint_bits))?;
+    line(
+        out,
+        &format!("arity                {} (slots per key)", x.arity),
+    )?;
+    line(
+        out,
+        &format!(
+            "segment length       {} (2^{})",
+            or_dash(x.segment_length),
+            x.segment_length_log2
+        ),
+    )?;
+    line(out, &format!("segment count        {}", x.segment_count))?;
+    line(
+        out,
+        &format!(
+            "array length         {} slots = ({} + {}) * {}",
+            or_dash(x.array_length),
+            x.segment_count,
+            u32::from(x.arity).saturating_sub(1),
+            or_dash(x.segment_length)
+        ),
+    )?;
+    line(out, &format!("seed                 {}", x.seed))?;
+    line(
+        out,
+        &format!(
+            "bytes                {} ({:.3} bits/key)",
+            x.bytes, x.bits_per_key
+        ),
+    )?;
+    line(out, &crc_line(d))?;
+    if let Some(z) = x.zero_fraction {
+        line(
+            out,
+            &format!("zero fingerprints    {z:.4} of slots (unused slots stay 0)"),
+        )?;
+    }
+    line(
+        out,
+        &format!(
+            "FPR predicted        {} (2^-{}, binary fuse)",
+            pct(Some(x.predicted_fpr)),
+            x.fingerprint_bits
+        ),
+    )?;
+    print_measured(out, d)
+}
+
+fn print_bloom_text(out: &mut impl Write, d: &FilterJson) -> Result<(), CliError> {
+    let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    line(
+        out,
+        &format!(
+            "bits (m)             {} in {} lines of 512 ({:.3} bits/key)",
+            d.bits,
+            or_dash(d.lines.map(|l| l.to_string())),
+            d.bits_per_key
+        ),
+    )?;
+    line(
+        out,
+        &format!(
+            "probes (k)           {}",
+            or_dash(d.probes.map(|k| k.to_string()))
+        ),
+    )?;
+    line(out, &crc_line(d))?;
+    if let Some(f) = d.fill_ratio {
+        line(out, &format!("fill ratio           {:.4} of bits set", f))?;
+    }
+    line(
+        out,
+        &format!(
+            "FPR predicted        {} (blocked Bloom, from m, n, k)",
+            pct(d.predicted_fpr)
+        ),
+    )?;
+    line(
+        out,
+        &format!(
+            "FPR from fill ratio  {} (fill^k) / {} (per-line fill^k)",
+            pct(d.fpr_from_fill_ratio),
+            pct(d.fpr_from_line_fill)
+        ),
+    )?;
+    line(
+        out,
+        &format!(
+            "FPR unblocked Bloom  {} (same m, n, k, for comparison)",
+            pct(d.standard_bloom_fpr)
+        ),
+    )?;
+    print_measured(out, d)?;
     if let (Some(min), Some(mean), Some(max)) = (
         d.set_bits_per_line_min,
         d.set_bits_per_line_mean,
         d.set_bits_per_line_max,
     ) {
         line(
-            &mut out,
+            out,
             &format!("set bits per line    min {min}, mean {mean:.1}, max {max} (of 512)"),
         )?;
     }
     if let Some(h) = &d.histogram {
-        let peak = h.counts.iter().copied().max().unwrap_or(1).max(1);
-        let first = h.counts.iter().position(|&c| c > 0).unwrap_or(0);
-        for (i, &c) in h.counts.iter().enumerate().skip(first) {
-            let lo = i as u32 * h.bucket_width;
-            let bar = "#".repeat(((c as f64 / peak as f64) * 40.0).round() as usize);
-            line(
-                &mut out,
-                &format!(
-                    "  {:>3}-{:<3} {:>9} {}",
-                    lo,
-                    lo + h.bucket_width - 1,
-                    c,
-                    bar
-                ),
-            )?;
-        }
+        print_histogram(out, h)?;
     }
-    for k in &d.keys_probed {
-        let bits: Vec<String> = k
-            .probes
-            .iter()
-            .map(|(b, set)| format!("{b}{}", if *set { "" } else { "(0)" }))
-            .collect();
+    Ok(())
+}
+
+fn print_histogram(out: &mut impl Write, h: &Histogram) -> Result<(), CliError> {
+    let peak = h.counts.iter().copied().max().unwrap_or(1).max(1);
+    let first = h.counts.iter().position(|&c| c > 0).unwrap_or(0);
+    for (i, &c) in h.counts.iter().enumerate().skip(first) {
+        let lo = i as u32 * h.bucket_width;
+        let bar = "#".repeat(((c as f64 / peak as f64) * 40.0).round() as usize);
         line(
-            &mut out,
+            out,
             &format!(
-                "key {:<24} {:<17} line {} bits [{}]; in table: {}",
-                k.key,
-                k.verdict,
-                k.line,
-                bits.join(" "),
-                if k.in_table { "yes" } else { "no" }
+                "  {:>3}-{:<3} {:>9} {}",
+                lo,
+                lo + h.bucket_width - 1,
+                c,
+                bar
             ),
         )?;
     }
     Ok(())
+}
+
+/// One `key ...` line: the verdict and why; `digits` hex digits per fuse fingerprint.
+fn key_probe_text(k: &KeyProbe, digits: usize) -> String {
+    let why = match (&k.probes, &k.fuse) {
+        (Some(probes), _) => {
+            let bits: Vec<String> = probes
+                .iter()
+                .map(|(b, set)| format!("{b}{}", if *set { "" } else { "(0)" }))
+                .collect();
+            format!(" line {} bits [{}]", k.line.unwrap_or(0), bits.join(" "))
+        }
+        (None, Some(f)) => {
+            let hex = |v: u32| format!("0x{v:0digits$x}");
+            let slots: Vec<String> = f.slots.iter().map(|s| s.to_string()).collect();
+            let stored: Vec<String> = f.stored.iter().map(|&v| hex(v)).collect();
+            format!(
+                " slots [{}] fingerprint {}, stored {} = {}",
+                slots.join(" "),
+                hex(f.fingerprint),
+                stored.join(" ^ "),
+                hex(f.stored.iter().fold(0, |a, &b| a ^ b))
+            )
+        }
+        (None, None) => String::new(),
+    };
+    format!(
+        "key {:<24} {:<17}{why}; in table: {}",
+        k.key,
+        k.verdict,
+        if k.in_table { "yes" } else { "no" }
+    )
 }
 
 /// Arguments of `silt sst dump`.
