@@ -52,8 +52,9 @@ pub fn open(name: &str, dir: &Path, s: Settings) -> Result<Box<dyn Engine>, Stri
         "siltdb" => Silt::open(
             dir,
             s,
-            siltdb::FilterPolicy::Monkey {
+            siltdb::FilterPolicy::Hybrid {
                 bits_per_key: f64::from(s.bits_per_key),
+                fuse_from_level: 1,
             },
         ),
         "siltdb-uniform" => Silt::open(
