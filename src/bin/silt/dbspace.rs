@@ -38,8 +38,8 @@ pub struct CompactArgs {
     /// the database's own application uses are not stored, so pass its value here.
     #[arg(long, value_name = "BYTES")]
     target_table_size: Option<u64>,
-    /// Bloom filter bits per key of the tables written. Default: siltdb's default (Monkey,
-    /// 10 bits per key on average).
+    /// Bloom filter bits per key of the tables written (uniform). Default: siltdb's default
+    /// (the hybrid policy: Bloom in L0, binary fuse or Bloom below, 10 bits per key on average).
     #[arg(long, value_name = "BITS")]
     bloom_bits_per_key: Option<f64>,
 }
