@@ -160,9 +160,7 @@ pub fn fuse_block_from(flags: u8, input: &[u8]) -> Vec<u8> {
         }
     }
     payload.extend_from_slice(&t);
-    let n = payload.len();
-    let crc = crate::record::mask_crc(crc32fast::hash(&payload[..n - 4]));
-    payload[n - 4..].copy_from_slice(&crc.to_le_bytes());
+    crate::filter::reseal(&mut payload);
     payload
 }
 

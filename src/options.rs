@@ -81,10 +81,11 @@ impl FilterPolicy {
             FilterPolicy::Hybrid { bits_per_key, .. } => *bits_per_key,
             FilterPolicy::Levels(v) => match v.last() {
                 Some(LevelFilter::Bloom { bits_per_key }) => *bits_per_key,
-                Some(LevelFilter::Fuse { fingerprint_bits }) => {
-                    crate::filter::fuse_bits_per_key(100_000, u32::from(*fingerprint_bits))
-                        .unwrap_or(0.0)
-                }
+                Some(LevelFilter::Fuse { fingerprint_bits }) => crate::filter::fuse_bits_per_key(
+                    crate::filter::NOMINAL_TABLE_KEYS,
+                    u32::from(*fingerprint_bits),
+                )
+                .unwrap_or(0.0),
                 Some(LevelFilter::None) | None => 0.0,
             },
         }

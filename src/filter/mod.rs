@@ -66,6 +66,10 @@ pub fn fuse_bits_per_key(keys: u64, fingerprint_bits: u32) -> Option<f64> {
     fuse::bits_per_key(keys, fingerprint_bits, fuse::DEFAULT_ARITY)
 }
 
+/// The table size a fuse filter's nominal bits per key are quoted at (what the table
+/// properties record and `FilterPolicy::nominal_bits_per_key` reports).
+pub(crate) const NOMINAL_TABLE_KEYS: u64 = 100_000;
+
 /// The filter a table gets when it is written.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) enum TableFilter {
@@ -82,7 +86,7 @@ pub(crate) enum TableFilter {
 }
 
 impl TableFilter {
-    /// The bits per key this asks for (a fuse filter's at a typical 100,000-key table).
+    /// The bits per key this asks for (a fuse filter's at [`NOMINAL_TABLE_KEYS`]).
     pub(crate) fn nominal_bits_per_key(&self) -> f64 {
         match *self {
             TableFilter::None => 0.0,
@@ -90,7 +94,7 @@ impl TableFilter {
             TableFilter::Fuse {
                 fingerprint_bits,
                 max_bits_per_key,
-            } => fuse_bits_per_key(100_000, fingerprint_bits)
+            } => fuse_bits_per_key(NOMINAL_TABLE_KEYS, fingerprint_bits)
                 .unwrap_or(0.0)
                 .min(max_bits_per_key),
         }
@@ -141,61 +145,49 @@ impl FilterBuilder {
     /// table: if it would be larger than allowed it becomes a Bloom filter of the allowed
     /// size, and if no seed builds it, a Bloom filter of the fuse's own size (reported).
     pub(crate) fn finish_as(mut self, spec: TableFilter) -> FinishedFilter {
-        let bloom = |hashes: &[u64], bits: f64| BloomFilter::build(hashes, bits).encode();
-        match spec {
-            TableFilter::None => FinishedFilter {
-                block: bloom(&[], 1.0),
-                fuse_fell_back: false,
-            },
-            TableFilter::Bloom { bits_per_key } => FinishedFilter {
-                block: bloom(&self.hashes, bits_per_key),
-                fuse_fell_back: false,
-            },
+        let keys = self.hashes.len() as u64;
+        // What to build as Bloom filter: (bits per key, whether a fuse filter fell back).
+        let (bits, fuse_fell_back) = match spec {
+            // A table without a filter has no builder; an empty filter is the safe answer.
+            TableFilter::None => {
+                self.hashes.clear();
+                (1.0, false)
+            }
+            TableFilter::Bloom { bits_per_key } => (bits_per_key, false),
             TableFilter::Fuse {
                 fingerprint_bits,
                 max_bits_per_key,
-            } => {
-                let keys = self.hashes.len() as u64;
-                let Some(bits) = fuse_bits_per_key(keys, fingerprint_bits) else {
+            } => match fuse_bits_per_key(keys, fingerprint_bits) {
+                None => {
                     log::warn!("fuse filter: {keys} keys are too many; using Bloom");
-                    return FinishedFilter {
-                        block: bloom(&self.hashes, max_bits_per_key.min(20.0)),
-                        fuse_fell_back: true,
-                    };
-                };
-                if keys == 0 {
-                    return FinishedFilter {
-                        block: bloom(&[], 1.0),
-                        fuse_fell_back: false,
-                    };
+                    (max_bits_per_key.min(20.0), true)
                 }
-                if bits > max_bits_per_key {
-                    return FinishedFilter {
-                        block: bloom(&self.hashes, max_bits_per_key),
-                        fuse_fell_back: false,
-                    };
-                }
-                match FuseFilter::build_in_place(
-                    &mut self.hashes,
-                    fingerprint_bits,
-                    fuse::DEFAULT_ARITY,
-                ) {
-                    Some(f) => FinishedFilter {
-                        block: f.encode(),
-                        fuse_fell_back: false,
-                    },
-                    None => {
-                        log::warn!(
-                            "fuse filter over {keys} keys failed for {} seeds; using Bloom",
-                            fuse::MAX_ATTEMPTS
-                        );
-                        FinishedFilter {
-                            block: bloom(&self.hashes, bits),
-                            fuse_fell_back: true,
-                        }
+                // No keys: the empty filter, whatever the kind.
+                Some(_) if keys == 0 => (1.0, false),
+                Some(bits) if bits > max_bits_per_key => (max_bits_per_key, false),
+                Some(bits) => {
+                    let built = FuseFilter::build_in_place(
+                        &mut self.hashes,
+                        fingerprint_bits,
+                        fuse::DEFAULT_ARITY,
+                    );
+                    if let Some(f) = built {
+                        return FinishedFilter {
+                            block: f.encode(),
+                            fuse_fell_back: false,
+                        };
                     }
+                    log::warn!(
+                        "fuse filter over {keys} keys failed for {} seeds; using Bloom",
+                        fuse::MAX_ATTEMPTS
+                    );
+                    (bits, true)
                 }
-            }
+            },
+        };
+        FinishedFilter {
+            block: BloomFilter::build(&self.hashes, bits).encode(),
+            fuse_fell_back,
         }
     }
 }
@@ -212,9 +204,23 @@ fn encode_blocked(lines: &[Line], probes: u32, keys: u64) -> Vec<u8> {
     out.extend_from_slice(&[0, 0, 0]);
     out.extend_from_slice(&(lines.len() as u32).to_le_bytes());
     out.extend_from_slice(&keys.to_le_bytes());
-    let crc = mask_crc(crc32fast::hash(&out));
-    out.extend_from_slice(&crc.to_le_bytes());
+    seal(&mut out);
     out
+}
+
+/// Appends the filter checksum, `mask(crc32(everything before it))`, to a block.
+fn seal(out: &mut Vec<u8>) {
+    let crc = mask_crc(crc32fast::hash(out));
+    out.extend_from_slice(&crc.to_le_bytes());
+}
+
+/// Rewrites the checksum at the end of a filter block so that it matches the bytes before it
+/// (for tests and fuzzing, which forge filter fields).
+#[cfg(any(test, fuzzing))]
+pub(crate) fn reseal(block: &mut [u8]) {
+    let n = block.len();
+    let crc = mask_crc(crc32fast::hash(&block[..n - 4]));
+    block[n - 4..].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// Why a filter block could not be used.
@@ -472,13 +478,19 @@ impl Filter {
     /// The filter's kind as `silt` and `levels()` name it: "bloom", "fuse4" .. "fuse16" (the
     /// fingerprint width), "empty" or "unknown".
     pub fn kind_name(&self) -> &'static str {
-        const FUSE: [&str; 17] = [
-            "fuse", "fuse1", "fuse2", "fuse3", "fuse4", "fuse5", "fuse6", "fuse7", "fuse8",
-            "fuse9", "fuse10", "fuse11", "fuse12", "fuse13", "fuse14", "fuse15", "fuse16",
+        // By width, from fuse::MIN_WIDTH (4) to fuse::MAX_WIDTH (16), the only ones decoded.
+        const FUSE: [&str; 13] = [
+            "fuse4", "fuse5", "fuse6", "fuse7", "fuse8", "fuse9", "fuse10", "fuse11", "fuse12",
+            "fuse13", "fuse14", "fuse15", "fuse16",
         ];
         match self {
             Filter::Bloom(_) => "bloom",
-            Filter::Fuse(f) => FUSE[f.fingerprint_bits().min(16) as usize],
+            Filter::Fuse(f) => f
+                .fingerprint_bits()
+                .checked_sub(fuse::MIN_WIDTH)
+                .and_then(|i| FUSE.get(i as usize))
+                .copied()
+                .unwrap_or("fuse"),
             Filter::Empty => "empty",
             Filter::Unknown(_) => "unknown",
         }
@@ -674,8 +686,7 @@ impl FuseFilter {
         out.extend_from_slice(&g.segment_count.to_le_bytes());
         out.extend_from_slice(&(self.keys as u32).to_le_bytes());
         out.extend_from_slice(&self.seed().to_le_bytes());
-        let crc = mask_crc(crc32fast::hash(&out));
-        out.extend_from_slice(&crc.to_le_bytes());
+        seal(&mut out);
         out
     }
 }
@@ -985,9 +996,7 @@ mod tests {
             let mut b = block.clone();
             let start = b.len() - TRAILER_LEN;
             b[start + pos] = val;
-            let n = b.len();
-            let crc = mask_crc(crc32fast::hash(&b[..n - 4]));
-            b[n - 4..].copy_from_slice(&crc.to_le_bytes());
+            reseal(&mut b);
             let f = decode(&b).unwrap();
             assert!(matches!(f, Filter::Unknown(_)), "{pos}");
             assert!(f.may_contain(b"zzz"));
@@ -1014,12 +1023,6 @@ mod tests {
         let hashes: Vec<u64> = (0..n).map(|i| hash_key(&i.to_be_bytes())).collect();
         let f = FuseFilter::build(&hashes, bits).unwrap();
         (hashes, f.encode())
-    }
-
-    fn reseal(b: &mut [u8]) {
-        let n = b.len();
-        let crc = mask_crc(crc32fast::hash(&b[..n - 4]));
-        b[n - 4..].copy_from_slice(&crc.to_le_bytes());
     }
 
     #[test]
@@ -1177,9 +1180,7 @@ mod tests {
 
         #[test]
         fn decode_never_panics_with_valid_crc(mut bytes in proptest::collection::vec(any::<u8>(), 28..300)) {
-            let n = bytes.len();
-            let crc = mask_crc(crc32fast::hash(&bytes[..n - 4]));
-            bytes[n - 4..].copy_from_slice(&crc.to_le_bytes());
+            reseal(&mut bytes);
             let _ = decode(&bytes);
         }
 
