@@ -714,7 +714,9 @@ pub struct FuseTrailer {
     pub seed: u64,
 }
 
-/// Reads the fields of a fuse trailer (the caller checked the length and the kind).
+/// Reads the fields of a binary fuse trailer as stored, checking nothing but the length (not
+/// the marker, kind or checksum: see `decode` for that). Errors: a block shorter than the
+/// 28-byte trailer is a `FilterError` at offset 0.
 pub fn decode_fuse_trailer(block: &[u8]) -> Result<FuseTrailer, FilterError> {
     decode_trailer(block)?;
     let t = &block[block.len() - TRAILER_LEN..];
