@@ -1,9 +1,11 @@
-//! [`WriteBatch`]: several inserts and removes applied atomically by [`Db::write`].
+//! [`WriteBatch`]: several inserts, removes and range removes applied atomically by
+//! [`Db::write`].
 //!
 //! [`Db::write`]: crate::Db::write
 
-use crate::key::ValueKind;
-use crate::wal;
+use crate::range_del::successor;
+use crate::wal::{self, OpKind};
+use std::ops::{Bound, RangeBounds};
 
 /// Largest key accepted: 64 KiB.
 pub const MAX_KEY_SIZE: usize = 64 << 10;
@@ -12,7 +14,7 @@ pub const MAX_VALUE_SIZE: usize = 256 << 20;
 /// Largest encoded batch accepted: 1 GiB.
 pub const MAX_BATCH_SIZE: usize = 1 << 30;
 
-/// An ordered list of inserts and removes that [`Db::write`](crate::Db::write) applies all
+/// An ordered list of inserts, removes and range removes that [`Db::write`](crate::Db::write) applies all
 /// together or not at all, also across a crash. Later operations on the same key win.
 ///
 /// Invalid operations (a key over [`MAX_KEY_SIZE`], a value over [`MAX_VALUE_SIZE`]) are
@@ -43,7 +45,7 @@ impl WriteBatch {
         }
     }
 
-    fn push(&mut self, kind: ValueKind, key: &[u8], value: &[u8]) {
+    fn push(&mut self, kind: OpKind, key: &[u8], value: &[u8]) {
         if self.invalid.is_some() {
             return;
         }
@@ -51,6 +53,10 @@ impl WriteBatch {
             self.invalid = Some(msg);
             return;
         }
+        self.push_checked(kind, key, value);
+    }
+
+    fn push_checked(&mut self, kind: OpKind, key: &[u8], value: &[u8]) {
         if self.ops.len() + key.len() + value.len() + 24 > MAX_BATCH_SIZE || self.count == u32::MAX
         {
             self.invalid = Some(format!(
@@ -66,13 +72,33 @@ impl WriteBatch {
 
     /// Adds an insert of `key` -> `value`.
     pub fn insert(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> &mut Self {
-        self.push(ValueKind::Put, key.as_ref(), value.as_ref());
+        self.push(OpKind::Put, key.as_ref(), value.as_ref());
         self
     }
 
     /// Adds a removal of `key` (a tombstone).
     pub fn remove(&mut self, key: impl AsRef<[u8]>) -> &mut Self {
-        self.push(ValueKind::Delete, key.as_ref(), &[]);
+        self.push(OpKind::Delete, key.as_ref(), &[]);
+        self
+    }
+
+    /// Adds a removal of every key in `range` (any [`RangeBounds`], as
+    /// [`Db::range`](crate::Db::range) takes): one operation, whatever the number of keys.
+    /// Like the batch's other operations it applies to what was written before it: a later
+    /// insert into the range in the same batch survives.
+    ///
+    /// A range that holds no key (`a..a`, or an inverted one such as `b..a`) or whose bound
+    /// is over [`MAX_KEY_SIZE`] makes the batch invalid: `Db::write` then returns
+    /// [`Error::InvalidArgument`](crate::Error) and writes nothing.
+    pub fn remove_range<K: AsRef<[u8]>, R: RangeBounds<K>>(&mut self, range: R) -> &mut Self {
+        if self.invalid.is_some() {
+            return self;
+        }
+        match range_bounds(&range) {
+            Ok((start, Some(end))) => self.push_checked(OpKind::RangeDelete, &start, &end),
+            Ok((start, None)) => self.push_checked(OpKind::RangeDeleteToEnd, &start, &[]),
+            Err(msg) => self.invalid = Some(msg),
+        }
         self
     }
 
@@ -90,6 +116,32 @@ impl WriteBatch {
     pub fn clear(&mut self) {
         *self = WriteBatch::default();
     }
+}
+
+/// The `[start, end)` form of a range of keys (`end = None`: to the end of the key space);
+/// `Err` if a bound is over [`MAX_KEY_SIZE`] or the range holds no key.
+pub(crate) fn range_bounds<K: AsRef<[u8]>, R: RangeBounds<K>>(
+    range: &R,
+) -> Result<(Vec<u8>, Option<Vec<u8>>), String> {
+    for b in [range.start_bound(), range.end_bound()] {
+        if let Bound::Included(k) | Bound::Excluded(k) = b {
+            check_sizes(k.as_ref(), &[])?;
+        }
+    }
+    let start = match range.start_bound() {
+        Bound::Included(k) => k.as_ref().to_vec(),
+        Bound::Excluded(k) => successor(k.as_ref()).to_vec(),
+        Bound::Unbounded => Vec::new(),
+    };
+    let end = match range.end_bound() {
+        Bound::Included(k) => Some(successor(k.as_ref()).to_vec()),
+        Bound::Excluded(k) => Some(k.as_ref().to_vec()),
+        Bound::Unbounded => None,
+    };
+    if end.as_ref().is_some_and(|e| *e <= start) {
+        return Err("range delete over an empty or inverted range".to_string());
+    }
+    Ok((start, end))
 }
 
 /// Checks the size limits of one operation.
@@ -120,11 +172,49 @@ mod tests {
         assert_eq!(b.len(), 3);
         let ops = wal::decode_ops(&b.ops, b.count).unwrap();
         assert_eq!(ops[0].key, b"a");
-        assert_eq!(ops[1].kind, ValueKind::Delete);
+        assert_eq!(ops[1].kind, OpKind::Delete);
         assert_eq!(ops[2].key, b"");
         assert!(b.invalid.is_none());
         b.clear();
         assert!(b.is_empty());
+    }
+
+    #[test]
+    fn range_removes_normalise_their_bounds() {
+        let mut b = WriteBatch::new();
+        b.remove_range(&b"a"[..]..=&b"c"[..])
+            .remove_range::<&[u8], _>((Bound::Excluded(&b"x"[..]), Bound::Unbounded))
+            .remove_range::<&[u8], _>(..);
+        let ops = wal::decode_ops(&b.ops, b.count).unwrap();
+        assert_eq!(
+            (ops[0].kind, ops[0].key, ops[0].value),
+            (OpKind::RangeDelete, &b"a"[..], &b"c\0"[..])
+        );
+        assert_eq!(
+            (ops[1].kind, ops[1].key),
+            (OpKind::RangeDeleteToEnd, &b"x\0"[..])
+        );
+        assert_eq!(
+            (ops[2].kind, ops[2].key),
+            (OpKind::RangeDeleteToEnd, &b""[..])
+        );
+        assert!(b.invalid.is_none());
+    }
+
+    #[test]
+    fn empty_inverted_or_oversized_ranges_mark_the_batch_invalid() {
+        let big = vec![0u8; MAX_KEY_SIZE + 1];
+        let cases: Vec<WriteBatch> = vec![
+            WriteBatch::new().remove_range("a".."a").clone(),
+            WriteBatch::new().remove_range("b".."a").clone(),
+            WriteBatch::new().remove_range(&big[..]..).clone(),
+            WriteBatch::new()
+                .remove_range::<&str, _>((Bound::Excluded("a"), Bound::Excluded("a\0")))
+                .clone(),
+        ];
+        for b in cases {
+            assert!(b.invalid.is_some() && b.is_empty(), "{b:?}");
+        }
     }
 
     #[test]

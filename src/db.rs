@@ -142,6 +142,32 @@ impl Db {
         self.write_with(b, opts)
     }
 
+    /// Removes every key in `range` (any [`RangeBounds`], as [`range`](Db::range) takes) with
+    /// one range tombstone: one WAL record and one memtable entry however many keys the range
+    /// holds. Gets, scans and snapshots taken later see none of those keys; snapshots taken
+    /// before still see them. Compaction drops the covered versions and, at the bottom of the
+    /// tree, the tombstone itself. Durable as [`insert`](Db::insert).
+    ///
+    /// Errors: [`Error::InvalidArgument`] for a range that holds no key (`a..a`, or inverted
+    /// such as `b..a`) or a bound over 64 KiB (nothing is written); otherwise as
+    /// [`insert`](Db::insert).
+    pub fn remove_range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<()> {
+        self.remove_range_with(range, WriteOptions::default())
+    }
+
+    /// [`remove_range`](Db::remove_range) with a per-write choice of durability.
+    ///
+    /// Errors: as [`remove_range`](Db::remove_range).
+    pub fn remove_range_with<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &self,
+        range: R,
+        opts: WriteOptions,
+    ) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.remove_range(range);
+        self.write_with(b, opts)
+    }
+
     /// Applies every operation of `batch` atomically: all become visible at once, and after a
     /// crash either all of them or none are recovered. An empty batch is a no-op. Durable as
     /// [`Options::sync_writes`](crate::Options::sync_writes) says.

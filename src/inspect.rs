@@ -13,7 +13,7 @@ use crate::fs::{FileSystem, OsFs};
 use crate::key::ValueKind;
 use crate::record::{RecordReader, HEADER_LEN};
 use crate::version::set as vset;
-use crate::wal;
+use crate::wal::{self, OpKind};
 use std::path::{Path, PathBuf};
 
 pub use crate::version::{FileMeta, VersionEdit, NUM_LEVELS};
@@ -133,12 +133,15 @@ pub fn read_log(path: &Path) -> Result<(Vec<LogRecord>, LogEnd)> {
 pub struct WalOp {
     /// Sequence number of the operation.
     pub seq: u64,
-    /// True for a removal.
+    /// True for a removal (of one key or of a range).
     pub tombstone: bool,
-    /// The key.
+    /// The key (for a range removal, the range's inclusive start).
     pub key: Vec<u8>,
     /// The value (empty for a removal).
     pub value: Vec<u8>,
+    /// `Some` for a range removal of `[key, end)`: `Some(end)`, or `None` for a range that
+    /// runs to the end of the key space. `None` for a point operation.
+    pub range_end: Option<Option<Vec<u8>>>,
 }
 
 /// Decodes a WAL record payload into its operations; `None` if it is malformed.
@@ -149,11 +152,20 @@ pub fn decode_wal_payload(payload: &[u8]) -> Option<Vec<WalOp>> {
             .ops
             .into_iter()
             .enumerate()
-            .map(|(i, op)| WalOp {
-                seq: batch.first_seq + i as u64,
-                tombstone: op.kind == ValueKind::Delete,
-                key: op.key.to_vec(),
-                value: op.value.to_vec(),
+            .map(|(i, op)| {
+                let (tombstone, value, range_end) = match op.kind {
+                    OpKind::Put => (false, op.value.to_vec(), None),
+                    OpKind::Delete => (true, Vec::new(), None),
+                    OpKind::RangeDelete => (true, Vec::new(), Some(Some(op.value.to_vec()))),
+                    OpKind::RangeDeleteToEnd => (true, Vec::new(), Some(None)),
+                };
+                WalOp {
+                    seq: batch.first_seq + i as u64,
+                    tombstone,
+                    key: op.key.to_vec(),
+                    value,
+                    range_end,
+                }
             })
             .collect(),
     )

@@ -56,6 +56,7 @@ mod iter;
 mod key;
 mod memtable;
 mod options;
+mod range_del;
 mod read;
 mod record;
 #[cfg(siltdb_sabotage)]

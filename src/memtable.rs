@@ -6,14 +6,22 @@
 //!
 //! A [`ScalableBloom`] filter over its user keys sits in front of the skiplist, so a get for a
 //! key the memtable does not hold usually skips the skiplist walk.
+//!
+//! Range tombstones sit beside the skiplist, kept fragmented ([`Fragments`], rebuilt on each
+//! range delete: they are few), so that a get or a scan asks them with one binary search. A
+//! memtable that never saw one answers "none" from a flag.
 
 use crate::filter::hash_key;
 use crate::filter::scalable::ScalableBloom;
 use crate::key::{self, InternalKey, KeyRef, KeyView, SeqNo, ValueKind};
+use crate::range_del::{Fragments, RangeTombstone};
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use crossbeam_skiplist::SkipMap;
+use parking_lot::Mutex;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// Approximate bytes of skiplist bookkeeping per entry.
 const ENTRY_OVERHEAD: usize = 64;
@@ -21,10 +29,10 @@ const ENTRY_OVERHEAD: usize = 64;
 /// What the memtable knows about a key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Lookup {
-    /// The newest visible version is a value.
-    Value(Bytes),
-    /// The newest visible version is a tombstone.
-    Deleted,
+    /// The newest visible version is a value, written at this sequence number.
+    Value(Bytes, SeqNo),
+    /// The newest visible version is a tombstone, written at this sequence number.
+    Deleted(SeqNo),
     /// No visible version here: look further down.
     Absent,
     /// The memtable's filter says it holds no version of the key (the skiplist was not
@@ -39,6 +47,10 @@ pub(crate) struct Memtable {
     filter: ScalableBloom,
     approx_bytes: AtomicUsize,
     wal_number: u64,
+    /// Range tombstones as written, and fragmented (what readers ask).
+    range_dels: Mutex<Vec<RangeTombstone>>,
+    range_frags: ArcSwap<Fragments>,
+    has_range_dels: AtomicBool,
 }
 
 /// An entry copied out of the memtable.
@@ -72,6 +84,9 @@ impl Memtable {
             filter,
             approx_bytes: AtomicUsize::new(0),
             wal_number,
+            range_dels: Mutex::new(Vec::new()),
+            range_frags: ArcSwap::from_pointee(Fragments::default()),
+            has_range_dels: AtomicBool::new(false),
         }
     }
 
@@ -89,13 +104,34 @@ impl Memtable {
         self.approx_bytes.fetch_add(size, Ordering::Relaxed);
     }
 
+    /// Records a range tombstone `[start, end)` at `seq` (`end = None`: to the end of the key
+    /// space). Readers see it before the writer publishes `seq`.
+    pub(crate) fn insert_range_delete(&self, start: Bytes, end: Option<Bytes>, seq: SeqNo) {
+        let size = start.len() + end.as_ref().map_or(0, |e| e.len()) + ENTRY_OVERHEAD;
+        let mut raw = self.range_dels.lock();
+        raw.push(RangeTombstone { start, end, seq });
+        self.range_frags
+            .store(Arc::new(Fragments::build(raw.iter().cloned())));
+        self.has_range_dels.store(true, Ordering::Release);
+        self.approx_bytes.fetch_add(size, Ordering::Relaxed);
+    }
+
+    /// The memtable's range tombstones, fragmented; `None` if it has none (the common case,
+    /// answered from a flag).
+    pub(crate) fn range_tombstones(&self) -> Option<Arc<Fragments>> {
+        self.has_range_dels
+            .load(Ordering::Acquire)
+            .then(|| self.range_frags.load_full())
+    }
+
     /// Approximate memory held, in bytes.
     pub(crate) fn approx_bytes(&self) -> usize {
         self.approx_bytes.load(Ordering::Relaxed)
     }
 
+    /// True if it holds no entry and no range tombstone.
     pub(crate) fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.map.is_empty() && !self.has_range_dels.load(Ordering::Acquire)
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -120,10 +156,13 @@ impl Memtable {
         let probe = KeyRef::new(user_key, key::lookup_trailer(seq));
         let probe: &dyn KeyView = &probe;
         match self.map.lower_bound(Bound::Included(probe)) {
-            Some(e) if e.key().user_key.as_ref() == user_key => match e.key().kind() {
-                Some(ValueKind::Put) => Lookup::Value(e.value().clone()),
-                _ => Lookup::Deleted,
-            },
+            Some(e) if e.key().user_key.as_ref() == user_key => {
+                let seq = key::trailer_seq(e.key().trailer);
+                match e.key().kind() {
+                    Some(ValueKind::Put) => Lookup::Value(e.value().clone(), seq),
+                    _ => Lookup::Deleted(seq),
+                }
+            }
             _ => Lookup::Absent,
         }
     }
@@ -205,14 +244,27 @@ mod tests {
         m.insert(b("k"), 5, ValueKind::Delete, Bytes::new());
         m.insert(b("ka"), 2, ValueKind::Put, b("x"));
         assert_eq!(m.get(b"k", 0), Lookup::Absent);
-        assert_eq!(m.get(b"k", 1), Lookup::Value(b("v1")));
-        assert_eq!(m.get(b"k", 4), Lookup::Value(b("v3")));
-        assert_eq!(m.get(b"k", 5), Lookup::Deleted);
+        assert_eq!(m.get(b"k", 1), Lookup::Value(b("v1"), 1));
+        assert_eq!(m.get(b"k", 4), Lookup::Value(b("v3"), 3));
+        assert_eq!(m.get(b"k", 5), Lookup::Deleted(5));
         assert_eq!(m.get(b"j", 9), Lookup::Absent);
-        assert_eq!(m.get(b"ka", 9), Lookup::Value(b("x")));
+        assert_eq!(m.get(b"ka", 9), Lookup::Value(b("x"), 2));
         assert_eq!(m.get(b"", 9), Lookup::Absent);
         assert!(m.approx_bytes() > 0);
         assert_eq!(m.len(), 4);
+    }
+
+    #[test]
+    fn range_tombstones_make_the_memtable_non_empty_and_are_fragmented() {
+        let m = Memtable::new(1);
+        assert!(m.range_tombstones().is_none() && m.is_empty());
+        m.insert_range_delete(b("a"), Some(b("m")), 4);
+        m.insert_range_delete(b("f"), None, 7);
+        assert!(!m.is_empty());
+        let f = m.range_tombstones().unwrap();
+        assert_eq!(f.covering_seq(b"g", 10), 7);
+        assert_eq!(f.covering_seq(b"g", 6), 4);
+        assert_eq!(f.covering_seq(b"zz", 6), 0);
     }
 
     #[test]

@@ -3,13 +3,19 @@
 //! A scan holds the [`ReadState`] it started with (memtables and version, so its tables'
 //! files stay alive) and a sequence number; it merges every source from both ends and keeps,
 //! per user key, the newest version at or below its sequence number, skipping tombstones.
+//!
+//! Range tombstones: a scan gathers, when it starts, the range tombstones of every memtable
+//! and table its range touches (all in memory) into one fragmented view, and skips a key
+//! whose newest visible version is older than the newest visible tombstone covering it. A
+//! scan over a tree without range tombstones has no view and pays nothing.
 
 use crate::error::{Error, Result};
-use crate::iter::{BoxedIter, Entry, KeyRange, MergeIter};
+use crate::iter::{BoxedIter, Entry, InternalIter, KeyRange, MergeIter};
 use crate::key::{self, InternalKey, SeqNo, ValueKind};
 use crate::memtable::Memtable;
+use crate::range_del::{self, Fragments};
 use crate::read::{ReadPath, ReadState};
-use crate::sstable::CacheUse;
+use crate::sstable::{CacheUse, END_OF_KEYS};
 use crate::version::{level_entries, table_entries, NUM_LEVELS};
 use bytes::Bytes;
 use std::ops::{Bound, RangeBounds};
@@ -64,6 +70,8 @@ struct MemIter {
     ahead: std::collections::VecDeque<(InternalKey, Bytes)>,
     batch: usize,
     done: bool,
+    /// Where the next batch starts instead of after `front` (set by a skip).
+    seek: Option<Bytes>,
 }
 
 impl MemIter {
@@ -83,9 +91,11 @@ impl Iterator for MemIter {
             return None;
         }
         if self.ahead.is_empty() {
-            let from = match &self.front {
-                Some(k) => Some((&k.user_key[..], k.trailer, false)),
-                None => match &self.range.lo {
+            let seek = self.seek.take();
+            let from = match (&seek, &self.front) {
+                (Some(s), _) => Some((&s[..], u64::MAX, true)),
+                (None, Some(k)) => Some((&k.user_key[..], k.trailer, false)),
+                (None, None) => match &self.range.lo {
                     Bound::Included(b) => Some((&b[..], u64::MAX, true)),
                     Bound::Excluded(b) => Some((&b[..], 0, false)),
                     Bound::Unbounded => None,
@@ -106,6 +116,22 @@ impl Iterator for MemIter {
         }
         self.front = Some(cand.0.clone());
         Some(Ok(Self::to_entry(cand)))
+    }
+}
+
+impl InternalIter for MemIter {
+    fn skip_front_to(&mut self, key: &[u8]) -> Result<()> {
+        while self
+            .ahead
+            .front()
+            .is_some_and(|(k, _)| k.user_key[..] < *key)
+        {
+            self.ahead.pop_front();
+        }
+        if self.ahead.is_empty() && self.front.as_ref().is_none_or(|f| f.user_key[..] < *key) {
+            self.seek = Some(Bytes::copy_from_slice(key));
+        }
+        Ok(())
     }
 }
 
@@ -147,6 +173,10 @@ pub struct Iter {
     _state: Arc<ReadState>,
     seq: SeqNo,
     merge: MergeIter,
+    /// The range tombstones of every source, merged; `None` if no source has any.
+    range_dels: Option<Fragments>,
+    /// The end of the last range tombstone the front skipped to.
+    skipped_to: Option<Bytes>,
     last_front: Option<Bytes>,
     last_back: Option<Bytes>,
     done: bool,
@@ -172,10 +202,17 @@ pub(crate) fn new_iter(
     seq: SeqNo,
     range: KeyRange,
 ) -> Iter {
-    let mut sources: Vec<BoxedIter> = Vec::new();
+    // Each source with the largest sequence number it can hold (a memtable: unknown), which
+    // tells a skip over a range tombstone whether the source's entries are all older.
+    let mut sources: Vec<(BoxedIter, SeqNo)> = Vec::new();
+    let mut range_dels = None;
     if !range.is_empty() {
+        match gather_range_dels(&state, &range) {
+            Ok(rd) => range_dels = rd,
+            Err(e) => sources.push((failed(e), SeqNo::MAX)),
+        }
         for mem in std::iter::once(&state.mem).chain(state.imms.iter()) {
-            sources.push(Box::new(MemIter {
+            let it = MemIter {
                 mem: mem.clone(),
                 range: range.clone(),
                 front: None,
@@ -183,25 +220,25 @@ pub(crate) fn new_iter(
                 ahead: std::collections::VecDeque::new(),
                 batch: 4,
                 done: false,
-            }));
+                seek: None,
+            };
+            sources.push((Box::new(it), SeqNo::MAX));
         }
         for t in &state.version.levels[0] {
             if !range.overlaps(t.meta.smallest_user(), t.meta.largest_user()) {
                 continue;
             }
             match table_entries(t, range.clone(), CacheUse::Fill) {
-                Ok(it) => sources.push(Box::new(it)),
-                Err(e) => sources.push(failed(e)),
+                Ok(it) => sources.push((Box::new(it), t.meta.max_seq)),
+                Err(e) => sources.push((failed(e), SeqNo::MAX)),
             }
         }
         for level in 1..NUM_LEVELS {
             let tables = &state.version.levels[level];
             if !tables.is_empty() {
-                sources.push(Box::new(level_entries(
-                    tables,
-                    range.clone(),
-                    CacheUse::Fill,
-                )));
+                let max_seq = tables.iter().map(|t| t.meta.max_seq).max().unwrap_or(0);
+                let it = level_entries(tables, range.clone(), CacheUse::Fill);
+                sources.push((Box::new(it), max_seq));
             }
         }
     }
@@ -209,14 +246,73 @@ pub(crate) fn new_iter(
         read,
         _state: state,
         seq,
-        merge: MergeIter::new(sources),
+        merge: MergeIter::with_max_seqs(sources),
+        range_dels,
+        skipped_to: None,
         last_front: None,
         last_back: None,
         done: false,
     }
 }
 
+/// The range tombstones of every memtable and table that `range` touches, merged; `None` if
+/// there are none. Tables' tombstones are in memory (opening a table that is not open yet is
+/// the only possible I/O).
+fn gather_range_dels(state: &ReadState, range: &KeyRange) -> Result<Option<Fragments>> {
+    let mut parts: Vec<Arc<Fragments>> = Vec::new();
+    for mem in std::iter::once(&state.mem).chain(state.imms.iter()) {
+        parts.extend(mem.range_tombstones());
+    }
+    for (level, tables) in state.version.levels.iter().enumerate() {
+        // L1+ is sorted and disjoint: start at the first table that can reach the range.
+        let first = match (&range.lo, level) {
+            (Bound::Included(k) | Bound::Excluded(k), 1..) => {
+                tables.partition_point(|t| t.meta.largest_user() < &k[..])
+            }
+            _ => 0,
+        };
+        for t in &tables[first..] {
+            if !range.overlaps(t.meta.smallest_user(), t.meta.largest_user()) {
+                if level > 0 && !range.below_hi(t.meta.smallest_user()) {
+                    break;
+                }
+                continue;
+            }
+            parts.extend(t.reader()?.range_dels().cloned());
+        }
+    }
+    Ok((!parts.is_empty()).then(|| range_del::merge(parts.iter().map(|p| &**p))))
+}
+
 impl Iter {
+    /// True if a range tombstone visible to this scan deletes `e`.
+    fn covered(&self, e: &Entry) -> bool {
+        self.range_dels
+            .as_ref()
+            .is_some_and(|rd| rd.covering_seq(&e.user_key, self.seq) > e.seq())
+    }
+
+    /// Before the front walks on from `e`, a key a range tombstone deletes: every source
+    /// whose entries are all older than the tombstone skips to the tombstone's end, passing
+    /// over whole blocks and tables without reading them. Sources that may hold newer
+    /// versions (memtables, tables with newer writes) are walked as before.
+    fn skip_covered(&mut self, e: &Entry) -> Result<()> {
+        let Some(rd) = &self.range_dels else {
+            return Ok(());
+        };
+        let Some((seq, end)) = rd.covering(&e.user_key, self.seq) else {
+            return Ok(());
+        };
+        let end: &[u8] = end.unwrap_or(&END_OF_KEYS[..]);
+        if self.skipped_to.as_ref().is_some_and(|s| s[..] >= *end) {
+            return Ok(());
+        }
+        let end = Bytes::copy_from_slice(end);
+        self.merge.skip_front_to(&end, seq)?;
+        self.skipped_to = Some(end);
+        Ok(())
+    }
+
     fn fail(&mut self, e: Error) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
         self.done = true;
         Some(Err(e))
@@ -254,6 +350,12 @@ impl Iterator for Iter {
                 continue;
             }
             self.last_front = Some(e.user_key.clone());
+            if self.covered(&e) {
+                if let Err(err) = self.skip_covered(&e) {
+                    return self.fail(err);
+                }
+                continue;
+            }
             match e.kind() {
                 Some(ValueKind::Put) => return Some(Ok((e.user_key.to_vec(), e.value.to_vec()))),
                 Some(ValueKind::Delete) => continue,
@@ -314,6 +416,7 @@ impl DoubleEndedIterator for Iter {
             self.last_back = Some(user_key);
             if let Some(e) = newest {
                 match key::trailer_kind(e.trailer) {
+                    Some(ValueKind::Put) if self.covered(&e) => continue,
                     Some(ValueKind::Put) => {
                         return Some(Ok((e.user_key.to_vec(), e.value.to_vec())))
                     }
@@ -371,6 +474,7 @@ mod tests {
             ahead: std::collections::VecDeque::new(),
             batch: 4,
             done: false,
+            seek: None,
         };
         assert_eq!(it.next().unwrap().unwrap().user_key, "b");
         assert_eq!(it.next_back().unwrap().unwrap().user_key, "d");

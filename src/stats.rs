@@ -17,6 +17,12 @@ pub struct Stats {
     pub memtable_filter_false_positives: u64,
     /// Bytes of the memtables' filters now (active and sealed memtables).
     pub memtable_filter_bytes: u64,
+    /// Range-tombstone lookups by gets: one per memtable or table with range tombstones
+    /// whose tombstones a get asked (a binary search in memory, no I/O). Memtables and tables
+    /// without range tombstones add nothing.
+    pub range_tombstone_checks: u64,
+    /// Gets answered "not found" because a range tombstone covers the key.
+    pub range_tombstone_covered: u64,
     /// Tables whose key range held the key, over all gets.
     pub tables_considered: u64,
     /// Filter checks (tables considered that have a filter).
@@ -50,6 +56,9 @@ pub struct Stats {
     pub compactions: u64,
     /// Compactions that moved a table down a level without rewriting it.
     pub trivial_moves: u64,
+    /// Compaction input tables dropped without being read, because a range tombstone that
+    /// every reader sees covered all of them (RocksDB's "delete files in range").
+    pub tables_dropped_unread: u64,
     /// Bytes of input tables read by compactions.
     pub bytes_compacted_read: u64,
     /// Bytes of output tables written by compactions.
@@ -171,11 +180,13 @@ pub struct TableInfo {
     pub table_id: u64,
     /// File size.
     pub bytes: u64,
-    /// Entries (versions and tombstones).
+    /// Entries (versions and tombstones, range tombstones included).
     pub entries: u64,
-    /// Smallest user key.
+    /// Range tombstones among them (one per fragment and sequence number).
+    pub range_deletions: u64,
+    /// Smallest user key (a range tombstone's start counts).
     pub smallest: Vec<u8>,
-    /// Largest user key.
+    /// Largest user key (a range tombstone's end counts; see `docs/format.md` §5.7).
     pub largest: Vec<u8>,
     /// Bytes of filter held in memory (0: no filter).
     pub filter_bytes: u64,
@@ -202,6 +213,9 @@ pub enum TableOutcome {
     Found,
     /// The table held a tombstone for the key.
     Tombstone,
+    /// One of the table's range tombstones covers the key (newer than any version the table
+    /// holds): the key is deleted. A block is read only if the filter said "maybe".
+    RangeDeleted,
 }
 
 /// One table touched by a get.
@@ -236,6 +250,10 @@ pub struct ReadTrace {
     pub block_cache_hits: u64,
     /// Bytes read from files in total.
     pub bytes_read: u64,
+    /// Memtables and tables whose range tombstones the get asked.
+    pub range_tombstone_checks: u64,
+    /// True if a range tombstone answered: the key is deleted by a range removal.
+    pub range_covered: bool,
 }
 
 /// The counters of one get, added to the totals at its end.
@@ -253,6 +271,8 @@ pub(crate) struct GetCounters {
     pub(crate) block_cache_misses: u64,
     pub(crate) memtable_filter_negatives: u64,
     pub(crate) memtable_filter_false_positives: u64,
+    pub(crate) range_tombstone_checks: u64,
+    pub(crate) range_covered: bool,
 }
 
 /// The per-get counters, one set per stripe: each thread adds to its own stripe (its own
@@ -274,6 +294,8 @@ struct GetStripe {
     block_cache_misses: AtomicU64,
     memtable_filter_negatives: AtomicU64,
     memtable_filter_false_positives: AtomicU64,
+    range_tombstone_checks: AtomicU64,
+    range_tombstone_covered: AtomicU64,
 }
 
 /// Stripes of per-get counters.
@@ -297,6 +319,7 @@ pub(crate) struct Counters {
     pub(crate) bytes_flushed: AtomicU64,
     pub(crate) compactions: AtomicU64,
     pub(crate) trivial_moves: AtomicU64,
+    pub(crate) tables_dropped_unread: AtomicU64,
     pub(crate) bytes_compacted_read: AtomicU64,
     pub(crate) bytes_compacted_written: AtomicU64,
     pub(crate) background_errors: AtomicU64,
@@ -338,6 +361,10 @@ impl Counters {
             &s.memtable_filter_false_positives,
             g.memtable_filter_false_positives,
         );
+        if g.range_tombstone_checks > 0 {
+            add(&s.range_tombstone_checks, g.range_tombstone_checks);
+            add(&s.range_tombstone_covered, u64::from(g.range_covered));
+        }
     }
 
     pub(crate) fn snapshot(&self) -> Stats {
@@ -348,6 +375,8 @@ impl Counters {
             memtable_hits: sum(|s| &s.memtable_hits),
             memtable_filter_negatives: sum(|s| &s.memtable_filter_negatives),
             memtable_filter_false_positives: sum(|s| &s.memtable_filter_false_positives),
+            range_tombstone_checks: sum(|s| &s.range_tombstone_checks),
+            range_tombstone_covered: sum(|s| &s.range_tombstone_covered),
             tables_considered: sum(|s| &s.tables_considered),
             filter_probes: sum(|s| &s.filter_probes),
             filter_negatives: sum(|s| &s.filter_negatives),
@@ -365,6 +394,7 @@ impl Counters {
             bytes_flushed: l(&self.bytes_flushed),
             compactions: l(&self.compactions),
             trivial_moves: l(&self.trivial_moves),
+            tables_dropped_unread: l(&self.tables_dropped_unread),
             bytes_compacted_read: l(&self.bytes_compacted_read),
             bytes_compacted_written: l(&self.bytes_compacted_written),
             background_errors: l(&self.background_errors),

@@ -4,7 +4,9 @@
 //!
 //! ```text
 //! payload := first_seq u64 LE | count u32 LE | op*count
-//! op      := kind u8 (1 = put, 0 = delete) | varint key_len | key | [varint value_len | value]
+//! op      := kind u8 | varint key_len | key | [varint value_len | value]
+//! kind    := 0 delete key | 1 put key -> value | 2 range delete [key, value) |
+//!            3 range delete [key, end of the key space) (no value)
 //! ```
 //!
 //! The ops of a payload get sequence numbers `first_seq, first_seq + 1, ...`. A payload is
@@ -17,7 +19,7 @@
 use crate::encoding::{put_bytes, put_u32, put_u64, Reader};
 use crate::error::{io_context, Error, Result};
 use crate::fs::{FileSystem, WritableFile};
-use crate::key::{SeqNo, ValueKind, MAX_SEQ};
+use crate::key::{SeqNo, MAX_SEQ};
 use crate::record::{self, RecordReader, RecordWriter, TailReport, HEADER_LEN};
 use bytes::Bytes;
 use std::path::{Path, PathBuf};
@@ -28,11 +30,42 @@ pub(crate) const PAYLOAD_HEADER_LEN: usize = 12;
 /// The fewest bytes one op takes: the kind and a one-byte key length (an empty delete).
 const MIN_OP_LEN: usize = 2;
 
+/// What one operation of a batch does (its byte in the WAL op encoding).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum OpKind {
+    /// Deletes `key`.
+    Delete = 0,
+    /// Sets `key` to `value`.
+    Put = 1,
+    /// Deletes every key in `[key, value)`.
+    RangeDelete = 2,
+    /// Deletes every key at or above `key`.
+    RangeDeleteToEnd = 3,
+}
+
+impl OpKind {
+    fn from_u8(b: u8) -> Option<OpKind> {
+        match b {
+            0 => Some(OpKind::Delete),
+            1 => Some(OpKind::Put),
+            2 => Some(OpKind::RangeDelete),
+            3 => Some(OpKind::RangeDeleteToEnd),
+            _ => None,
+        }
+    }
+
+    /// True if the op carries a second byte string (a value, or a range's end).
+    fn has_value(self) -> bool {
+        matches!(self, OpKind::Put | OpKind::RangeDelete)
+    }
+}
+
 /// Appends one operation in the WAL op encoding.
-pub(crate) fn encode_op(out: &mut Vec<u8>, kind: ValueKind, key: &[u8], value: &[u8]) {
+pub(crate) fn encode_op(out: &mut Vec<u8>, kind: OpKind, key: &[u8], value: &[u8]) {
     out.push(kind as u8);
     put_bytes(out, key);
-    if kind == ValueKind::Put {
+    if kind.has_value() {
         put_bytes(out, value);
     }
 }
@@ -40,8 +73,9 @@ pub(crate) fn encode_op(out: &mut Vec<u8>, kind: ValueKind, key: &[u8], value: &
 /// One decoded operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Op<K> {
-    pub(crate) kind: ValueKind,
+    pub(crate) kind: OpKind,
     pub(crate) key: K,
+    /// The value of a put, the end of a bounded range delete; empty otherwise.
     pub(crate) value: K,
 }
 
@@ -50,11 +84,12 @@ pub(crate) fn decode_ops(ops: &[u8], count: u32) -> Option<Vec<Op<&[u8]>>> {
     let mut r = Reader::new(ops);
     let mut out = Vec::with_capacity((count as usize).min(ops.len()));
     for _ in 0..count {
-        let kind = ValueKind::from_u8(r.u8()?)?;
+        let kind = OpKind::from_u8(r.u8()?)?;
         let key = r.length_prefixed()?;
-        let value = match kind {
-            ValueKind::Put => r.length_prefixed()?,
-            ValueKind::Delete => &[][..],
+        let value = if kind.has_value() {
+            r.length_prefixed()?
+        } else {
+            &[][..]
         };
         out.push(Op { kind, key, value });
     }
@@ -255,11 +290,11 @@ mod tests {
         let p = Path::new("/d/000001.wal");
         let mut w = WalWriter::create(&fs, p, 1).unwrap();
         let mut ops = Vec::new();
-        encode_op(&mut ops, ValueKind::Put, b"k1", b"v1");
-        encode_op(&mut ops, ValueKind::Delete, b"k2", b"");
+        encode_op(&mut ops, OpKind::Put, b"k1", b"v1");
+        encode_op(&mut ops, OpKind::Delete, b"k2", b"");
         w.append(10, 2, &[&ops]).unwrap();
         let mut more = Vec::new();
-        encode_op(&mut more, ValueKind::Put, b"", b"empty key");
+        encode_op(&mut more, OpKind::Put, b"", b"empty key");
         w.append(12, 1, &[&more]).unwrap();
         w.sync().unwrap();
 
@@ -274,7 +309,7 @@ mod tests {
         assert_eq!(seen[0].first_seq, 10);
         assert_eq!(seen[0].ops[0].key, &b"k1"[..]);
         assert_eq!(seen[0].ops[0].value, &b"v1"[..]);
-        assert_eq!(seen[0].ops[1].kind, ValueKind::Delete);
+        assert_eq!(seen[0].ops[1].kind, OpKind::Delete);
         assert_eq!(seen[1].ops[0].key, &b""[..]);
     }
 
@@ -299,7 +334,7 @@ mod tests {
         put_u64(&mut p, first_seq);
         put_u32(&mut p, count);
         for _ in 0..count {
-            encode_op(&mut p, ValueKind::Delete, b"", b"");
+            encode_op(&mut p, OpKind::Delete, b"", b"");
         }
         p
     }

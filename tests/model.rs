@@ -1,19 +1,68 @@
 //! Model test: random operation histories against a `BTreeMap`, on tiny sizes so that
 //! flushes and compactions happen constantly, with reopens and process-crash reopens.
+//! Range removes (bounded, inclusive, open-ended, alone and inside batches) overlap each other
+//! at different sequence numbers and span memtables, tables and levels; snapshots held across
+//! later range removes, flushes and compactions must keep seeing what they saw.
 mod common;
 
 use proptest::prelude::*;
 use siltdb::fs::{CrashImageOptions, MemFs};
-use siltdb::{Db, WriteBatch};
+use siltdb::{Db, Snapshot, WriteBatch};
 use std::collections::BTreeMap;
-use std::ops::Bound;
+use std::ops::{Bound, RangeBounds};
 use std::path::Path;
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// A range of keys for a range remove: `a..b`, `a..=b`, `a..` or `..b`.
+#[derive(Debug, Clone, Copy)]
+enum Span {
+    HalfOpen(u8, u8),
+    Closed(u8, u8),
+    From(u8),
+    To(u8),
+}
+
+impl Span {
+    fn bounds(self) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+        match self {
+            Span::HalfOpen(a, b) => (Bound::Included(key(a)), Bound::Excluded(key(b))),
+            Span::Closed(a, b) => (Bound::Included(key(a)), Bound::Included(key(b))),
+            Span::From(a) => (Bound::Included(key(a)), Bound::Unbounded),
+            Span::To(b) => (Bound::Unbounded, Bound::Excluded(key(b))),
+        }
+    }
+
+    /// True if the range holds no key (the engine refuses it with `InvalidArgument`).
+    fn is_empty(self) -> bool {
+        match self {
+            Span::HalfOpen(a, b) => key(a) >= key(b),
+            Span::Closed(a, b) => key(a) > key(b),
+            Span::From(_) => false,
+            Span::To(b) => key(b).is_empty(),
+        }
+    }
+
+    fn apply(self, model: &mut BTreeMap<Vec<u8>, Vec<u8>>) {
+        let r = self.bounds();
+        model.retain(|k, _| !r.contains(k));
+    }
+}
+
+/// One operation of a batch.
+#[derive(Debug, Clone)]
+enum BatchOp {
+    Put(u8, Vec<u8>),
+    Del(u8),
+    DelRange(Span),
+}
 
 #[derive(Debug, Clone)]
 enum Op {
     Insert(u8, Vec<u8>),
     Remove(u8),
-    Batch(Vec<(u8, Option<Vec<u8>>)>),
+    RemoveRange(Span),
+    Batch(Vec<BatchOp>),
     Get(u8),
     Range(u8, u8, bool),
     Flush,
@@ -21,6 +70,8 @@ enum Op {
     Reopen,
     CrashReopen,
     SnapshotCheck,
+    HoldSnapshot,
+    CheckSnapshots,
 }
 
 fn key(k: u8) -> Vec<u8> {
@@ -39,12 +90,32 @@ fn value() -> impl Strategy<Value = Vec<u8>> {
     ]
 }
 
+fn span() -> impl Strategy<Value = Span> {
+    let k = 0u8..60;
+    prop_oneof![
+        6 => (k.clone(), k.clone()).prop_map(|(a, b)| Span::HalfOpen(a.min(b), a.max(b).max(1))),
+        3 => (k.clone(), 0u8..8).prop_map(|(a, w)| Span::Closed(a, a.saturating_add(w).min(59))),
+        1 => k.clone().prop_map(Span::From),
+        1 => (1u8..60).prop_map(Span::To),
+    ]
+}
+
+fn batch_op() -> impl Strategy<Value = BatchOp> {
+    let k = 0u8..60;
+    prop_oneof![
+        8 => (k.clone(), value()).prop_map(|(k, v)| BatchOp::Put(k, v)),
+        3 => k.prop_map(BatchOp::Del),
+        1 => span().prop_map(BatchOp::DelRange),
+    ]
+}
+
 fn op() -> impl Strategy<Value = Op> {
     let k = 0u8..60;
     prop_oneof![
         30 => (k.clone(), value()).prop_map(|(k, v)| Op::Insert(k, v)),
         10 => k.clone().prop_map(Op::Remove),
-        6 => proptest::collection::vec((k.clone(), proptest::option::of(value())), 1..12).prop_map(Op::Batch),
+        4 => span().prop_map(Op::RemoveRange),
+        6 => proptest::collection::vec(batch_op(), 1..12).prop_map(Op::Batch),
         15 => k.clone().prop_map(Op::Get),
         6 => (k.clone(), k, any::<bool>()).prop_map(|(a, b, r)| Op::Range(a, b, r)),
         2 => Just(Op::Flush),
@@ -52,7 +123,25 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Reopen),
         1 => Just(Op::CrashReopen),
         2 => Just(Op::SnapshotCheck),
+        2 => Just(Op::HoldSnapshot),
+        2 => Just(Op::CheckSnapshots),
     ]
+}
+
+/// Every key and value of `snap` equals `want`, by scans both ways and by gets.
+fn check_snapshot(snap: &Snapshot, want: &BTreeMap<Vec<u8>, Vec<u8>>) {
+    let want_v: Vec<_> = want.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert_eq!(common::scan_all(snap.iter()), want_v, "held snapshot scan");
+    let mut rev = common::scan_all(snap.iter().rev());
+    rev.reverse();
+    assert_eq!(rev, want_v, "held snapshot reverse scan");
+    for k in 0..60u8 {
+        assert_eq!(
+            snap.get(key(k)).unwrap().map(Vec::from),
+            want.get(&key(k)).cloned(),
+            "held snapshot get {k}"
+        );
+    }
 }
 
 fn check_range(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>, a: &[u8], b: &[u8], rev: bool) {
@@ -84,6 +173,7 @@ fn run(ops: Vec<Op>, cache: u64) {
     };
     let mut db = open(&fs);
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let mut held: Vec<(Snapshot, Model)> = Vec::new();
     for op in ops {
         match op {
             Op::Insert(k, v) => {
@@ -94,24 +184,52 @@ fn run(ops: Vec<Op>, cache: u64) {
                 db.remove(key(k)).unwrap();
                 model.remove(&key(k));
             }
+            Op::RemoveRange(span) => {
+                let r = db.remove_range(span.bounds());
+                if span.is_empty() {
+                    assert!(
+                        matches!(r, Err(siltdb::Error::InvalidArgument(_))),
+                        "{span:?}: {r:?}"
+                    );
+                } else {
+                    r.unwrap();
+                    span.apply(&mut model);
+                }
+            }
             Op::Batch(ops) => {
                 let mut b = WriteBatch::new();
-                for (k, v) in &ops {
-                    match v {
-                        Some(v) => {
+                let mut refused = false;
+                for op in &ops {
+                    match op {
+                        BatchOp::Put(k, v) => {
                             b.insert(key(*k), v);
                         }
-                        None => {
+                        BatchOp::Del(k) => {
                             b.remove(key(*k));
+                        }
+                        BatchOp::DelRange(span) => {
+                            refused |= span.is_empty();
+                            b.remove_range(span.bounds());
                         }
                     }
                 }
-                db.write(b).unwrap();
-                for (k, v) in ops {
-                    match v {
-                        Some(v) => model.insert(key(k), v),
-                        None => model.remove(&key(k)),
-                    };
+                let r = db.write(b);
+                if refused {
+                    // Nothing of a batch with an empty range is written.
+                    assert!(matches!(r, Err(siltdb::Error::InvalidArgument(_))), "{r:?}");
+                    continue;
+                }
+                r.unwrap();
+                for op in ops {
+                    match op {
+                        BatchOp::Put(k, v) => {
+                            model.insert(key(k), v);
+                        }
+                        BatchOp::Del(k) => {
+                            model.remove(&key(k));
+                        }
+                        BatchOp::DelRange(span) => span.apply(&mut model),
+                    }
                 }
             }
             Op::Get(k) => assert_eq!(
@@ -126,11 +244,13 @@ fn run(ops: Vec<Op>, cache: u64) {
                 siltdb::inspect::check_invariants(&db).unwrap();
             }
             Op::Reopen => {
+                held.clear();
                 drop(db);
                 db = open(&fs);
             }
             Op::CrashReopen => {
                 // A process crash: the OS keeps every acknowledged write.
+                held.clear();
                 let image = fs.crash_image(CrashImageOptions::PROCESS_CRASH);
                 drop(db);
                 fs = image;
@@ -148,8 +268,23 @@ fn run(ops: Vec<Op>, cache: u64) {
                 assert_eq!(scanned, want, "snapshot scan");
                 model.insert(key(1), b"after snapshot".to_vec());
             }
+            Op::HoldSnapshot => {
+                if held.len() >= 3 {
+                    held.remove(0);
+                }
+                held.push((db.snapshot(), model.clone()));
+            }
+            Op::CheckSnapshots => {
+                for (snap, want) in &held {
+                    check_snapshot(snap, want);
+                }
+            }
         }
     }
+    for (snap, want) in &held {
+        check_snapshot(snap, want);
+    }
+    drop(held);
     let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     assert_eq!(common::scan_all(db.iter()), want);
     let mut rev = common::scan_all(db.iter().rev());

@@ -87,8 +87,8 @@ fn every_kind_of_non_table_is_a_typed_error_with_bounded_allocation() {
     let forged: Vec<(&str, Forge, &str)> = vec![
         (
             "a future format version",
-            Box::new(|f| f[48..52].copy_from_slice(&2u32.to_le_bytes())),
-            "unsupported table format version 2",
+            Box::new(|f| f[48..52].copy_from_slice(&3u32.to_le_bytes())),
+            "unsupported table format version 3",
         ),
         (
             "index handle past the end",

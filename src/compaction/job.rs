@@ -1,4 +1,12 @@
 //! Running flushes and compactions.
+//!
+//! Range tombstones travel with the entries: a flush writes the memtable's tombstones into its
+//! table; a compaction merges its inputs' tombstones, drops every version that a tombstone
+//! visible to all readers covers, keeps the tombstones until the output is the bottom of the
+//! tree for their range (and then only those a snapshot still needs), and cuts them at the
+//! boundaries of its output tables: a table cut between user keys `k1` and `k2` takes the
+//! tombstones below `k1 ++ 0x00` and the next table those from there on, so the outputs'
+//! key ranges stay disjoint (see [`crate::sstable::bounds`]).
 
 use super::bits::{filter_for_new_table, Incoming};
 use super::picker::{max_grandparent_overlap, Plan};
@@ -10,6 +18,7 @@ use crate::iter::{BoxedIter, KeyRange, MergeIter};
 use crate::key::{self, SeqNo, ValueKind};
 use crate::memtable::Memtable;
 use crate::options::Options;
+use crate::range_del::{self, successor, Fragments};
 use crate::sstable::{BuildOptions, CacheUse, TableBuilder};
 use crate::version::{
     level_entries, table_entries, FileMeta, TableEnv, TableHandle, Version, VersionEdit,
@@ -42,6 +51,8 @@ pub(crate) struct JobOutput {
     pub(crate) bytes_read: u64,
     pub(crate) bytes_written: u64,
     pub(crate) trivial_move: bool,
+    /// Input tables dropped without being read: a range tombstone covered them whole.
+    pub(crate) tables_dropped_unread: u64,
 }
 
 /// Writes tables for one job and removes them again if the job fails.
@@ -52,10 +63,21 @@ struct Outputs<'a> {
     current: Option<(u64, TableBuilder)>,
     done: Vec<(FileMeta, Arc<TableHandle>)>,
     buf: Vec<u8>,
+    /// Every range tombstone the job writes; each table gets the pieces in its own span.
+    range_dels: Fragments,
+    /// Where the open table's span starts (`None`: below every key).
+    lower: Option<Bytes>,
+    /// The user key of the last entry added.
+    last_user: Vec<u8>,
 }
 
 impl<'a> Outputs<'a> {
-    fn new(ctx: &'a JobContext<'a>, level: u32, filter: TableFilter) -> Self {
+    fn new(
+        ctx: &'a JobContext<'a>,
+        level: u32,
+        filter: TableFilter,
+        range_dels: Fragments,
+    ) -> Self {
         Outputs {
             ctx,
             level,
@@ -63,10 +85,14 @@ impl<'a> Outputs<'a> {
             current: None,
             done: Vec::new(),
             buf: Vec::new(),
+            range_dels,
+            lower: None,
+            last_user: Vec::new(),
         }
     }
 
-    fn add(&mut self, user_key: &[u8], trailer: u64, value: &[u8]) -> Result<()> {
+    /// Opens a new table if none is open.
+    fn open(&mut self) -> Result<()> {
         if self.current.is_none() {
             let number = self.ctx.file_numbers.fetch_add(1, Ordering::SeqCst);
             let number = filename::check_new_number(self.ctx.dir, number)?;
@@ -83,6 +109,13 @@ impl<'a> Outputs<'a> {
             )?;
             self.current = Some((number, builder));
         }
+        Ok(())
+    }
+
+    fn add(&mut self, user_key: &[u8], trailer: u64, value: &[u8]) -> Result<()> {
+        self.open()?;
+        self.last_user.clear();
+        self.last_user.extend_from_slice(user_key);
         self.buf.clear();
         key::encode_into(&mut self.buf, user_key, trailer);
         if let Some((_, b)) = self.current.as_mut() {
@@ -99,11 +132,26 @@ impl<'a> Outputs<'a> {
         self.current.as_ref().is_some_and(|(_, b)| b.entries() > 0)
     }
 
-    /// Finishes the open table, if any, and opens it for reading (which verifies it).
-    fn finish_current(&mut self) -> Result<()> {
-        let Some((number, builder)) = self.current.take() else {
+    /// Finishes the open table, if any, at a cut before the next entry (its range tombstones
+    /// end at the successor of its last key), and opens it for reading (which verifies it).
+    fn cut(&mut self) -> Result<()> {
+        let upper = successor(&self.last_user);
+        self.finish_current(Some(upper))
+    }
+
+    /// Finishes the open table, if any, with the range tombstones of its span, which ends at
+    /// `upper` (`None`: above every key), and opens it for reading (which verifies it).
+    fn finish_current(&mut self, upper: Option<Bytes>) -> Result<()> {
+        let lower = std::mem::replace(&mut self.lower, upper.clone());
+        let span = self.range_dels.clip(lower.as_deref(), upper.as_deref());
+        if self.current.is_none() && !span.is_empty() {
+            // Tombstones and no entry: a table of tombstones only.
+            self.open()?;
+        }
+        let Some((number, mut builder)) = self.current.take() else {
             return Ok(());
         };
+        builder.set_range_tombstones(span);
         let path = filename::table_path(self.ctx.dir, number);
         let built = match builder.finish() {
             Ok(b) => b,
@@ -119,16 +167,7 @@ impl<'a> Outputs<'a> {
                 .fuse_fallbacks
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
-        let p = &built.properties;
-        let meta = FileMeta {
-            number,
-            size: built.file_size,
-            smallest: Bytes::copy_from_slice(&p.smallest),
-            largest: Bytes::copy_from_slice(&p.largest),
-            min_seq: p.min_seq,
-            max_seq: p.max_seq,
-            entries: p.entries,
-        };
+        let meta = FileMeta::new(number, built.file_size, &built.bounds);
         let handle = TableHandle::open(self.ctx.env, meta.clone());
         if let Err(e) = handle.reader() {
             handle.mark_obsolete();
@@ -142,7 +181,7 @@ impl<'a> Outputs<'a> {
     /// Syncs the directory so that the new files' names are durable before the manifest
     /// refers to them.
     fn commit(mut self) -> Result<Vec<(FileMeta, Arc<TableHandle>)>> {
-        self.finish_current()?;
+        self.finish_current(None)?;
         if !self.done.is_empty() {
             self.ctx
                 .fs
@@ -191,7 +230,11 @@ pub(crate) fn flush_memtable(
         replaced_filter_bytes: 0,
     };
     let filter = filter_for_new_table(ctx.opts, version, &incoming);
-    let mut outputs = Outputs::new(ctx, 0, filter);
+    let range_dels = mem
+        .range_tombstones()
+        .map(|f| (*f).clone())
+        .unwrap_or_default();
+    let mut outputs = Outputs::new(ctx, 0, filter, range_dels);
     for (k, v) in mem.iter() {
         outputs.add(&k.user_key, k.trailer, &v)?;
     }
@@ -232,6 +275,22 @@ impl<'a> DeeperLevels<'a> {
         }
         true
     }
+}
+
+/// True if a level below `output_level` holds a table whose key range meets `[start, end)`
+/// (`end = None`: unbounded): a range tombstone over it may still delete something there.
+fn overlaps_deeper(
+    version: &Version,
+    output_level: usize,
+    start: &[u8],
+    end: Option<&[u8]>,
+) -> bool {
+    version.levels[output_level + 1..].iter().any(|tables| {
+        let i = tables.partition_point(|t| t.meta.largest_user() < start);
+        tables
+            .get(i)
+            .is_some_and(|t| end.is_none_or(|e| t.meta.smallest_user() < e))
+    })
 }
 
 /// Cuts outputs so that no one output overlaps too many grandparent bytes.
@@ -290,9 +349,37 @@ pub(crate) fn compact(
         out.trivial_move = true;
         return Ok(out);
     }
+    // The inputs' range tombstones: what they delete, and what of them must be kept.
+    let mut input_rd = Vec::new();
+    for t in plan.all_inputs() {
+        input_rd.extend(t.reader()?.range_dels().cloned());
+    }
+    let input_rd = range_del::merge(input_rd.iter().map(|f| &**f));
+    // A table whose whole key range a newer tombstone that every reader sees covers holds
+    // nothing any reader can see: it goes without being read (RocksDB's "delete files in
+    // range"). Its own tombstones are older and inside its range, so they go too.
+    let unread = |t: &TableHandle| {
+        !input_rd.is_empty()
+            && input_rd.covers_span(
+                t.meta.smallest_user(),
+                t.meta.largest_user(),
+                t.meta.max_seq,
+                smallest_snapshot,
+            )
+    };
+    let read_inputs: Vec<Arc<TableHandle>> =
+        plan.inputs.iter().filter(|t| !unread(t)).cloned().collect();
+    let read_next: Vec<Arc<TableHandle>> = plan
+        .next_inputs
+        .iter()
+        .filter(|t| !unread(t))
+        .cloned()
+        .collect();
+    out.tables_dropped_unread =
+        (plan.inputs.len() + plan.next_inputs.len() - read_inputs.len() - read_next.len()) as u64;
     let mut sources: Vec<BoxedIter> = Vec::new();
     if level == 0 {
-        for t in &plan.inputs {
+        for t in &read_inputs {
             sources.push(Box::new(table_entries(
                 t,
                 KeyRange::all(),
@@ -301,13 +388,13 @@ pub(crate) fn compact(
         }
     } else {
         sources.push(Box::new(level_entries(
-            &plan.inputs,
+            &read_inputs,
             KeyRange::all(),
             CacheUse::Bypass,
         )));
     }
     sources.push(Box::new(level_entries(
-        &plan.next_inputs,
+        &read_next,
         KeyRange::all(),
         CacheUse::Bypass,
     )));
@@ -320,7 +407,10 @@ pub(crate) fn compact(
         replaced_filter_bytes: plan.all_inputs().map(|t| t.filter_bytes() as u64).sum(),
     };
     let filter = filter_for_new_table(ctx.opts, version, &incoming);
-    let mut outputs = Outputs::new(ctx, out_level as u32, filter);
+    let kept_rd = input_rd.collapse(smallest_snapshot, |f| {
+        !overlaps_deeper(version, out_level, &f.start, f.end.as_deref())
+    });
+    let mut outputs = Outputs::new(ctx, out_level as u32, filter, kept_rd);
     let mut deeper = DeeperLevels::new(version, out_level);
     let mut cut = GrandparentCut {
         tables: &plan.grandparents,
@@ -347,6 +437,9 @@ pub(crate) fn compact(
         let drop = if last_seq_for_key <= smallest_snapshot {
             // A newer version of this key is visible to every snapshot.
             true
+        } else if input_rd.covering_seq(&e.user_key, smallest_snapshot) > seq {
+            // A range tombstone that every snapshot sees deletes it.
+            true
         } else {
             e.kind() == Some(ValueKind::Delete)
                 && seq <= smallest_snapshot
@@ -359,14 +452,18 @@ pub(crate) fn compact(
         if new_key && outputs.has_current() {
             let gp_cut = cut.should_cut_before(&e.user_key);
             if gp_cut || outputs.current_size() >= ctx.opts.target_table_size {
-                outputs.finish_current()?;
+                outputs.cut()?;
             }
         } else if new_key {
             cut.should_cut_before(&e.user_key);
         }
         outputs.add(&e.user_key, e.trailer, &e.value)?;
     }
-    out.bytes_read = plan.all_inputs().map(|t| t.meta.size).sum();
+    out.bytes_read = read_inputs
+        .iter()
+        .chain(&read_next)
+        .map(|t| t.meta.size)
+        .sum();
     for t in &plan.inputs {
         out.edit.deleted.push((level as u32, t.number()));
     }

@@ -335,6 +335,7 @@ impl Core {
             bytes_read,
             bytes_written,
             trivial_move,
+            tables_dropped_unread,
         } = out;
         log::info!(
             "compacted L{} ({} tables) + L{} ({} tables) -> {} tables{}",
@@ -349,6 +350,7 @@ impl Core {
         Counters::add(&self.counters.compactions, 1);
         Counters::add(&self.counters.trivial_moves, u64::from(trivial_move));
         Counters::add(&self.counters.bytes_compacted_read, bytes_read);
+        Counters::add(&self.counters.tables_dropped_unread, tables_dropped_unread);
         Counters::add(&self.counters.bytes_compacted_written, bytes_written);
         Ok(())
     }

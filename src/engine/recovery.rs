@@ -129,7 +129,7 @@ pub(super) fn recover(
             seqs.check(&path, &batch)?;
             // `check` proved `first_seq + ops - 1` does not overflow.
             for (seq, op) in (batch.first_seq..).zip(batch.ops) {
-                recovered.insert(op.key, seq, op.kind, op.value);
+                super::write::apply_op(&recovered, op.kind, op.key, op.value, seq);
             }
             if !opts.read_only && recovered.approx_bytes() >= part_limit {
                 parts.push(flush_part(&ctx, &versions, &recovered)?);
@@ -410,8 +410,7 @@ fn remove_unreferenced(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::key::ValueKind;
-    use crate::wal::Op;
+    use crate::wal::{Op, OpKind};
     use bytes::Bytes;
 
     fn batch(first_seq: SeqNo, ops: usize, offset: u64) -> WalBatch {
@@ -420,7 +419,7 @@ mod tests {
             first_seq,
             ops: (0..ops)
                 .map(|_| Op {
-                    kind: ValueKind::Put,
+                    kind: OpKind::Put,
                     key: Bytes::from_static(b"k"),
                     value: Bytes::from_static(b"v"),
                 })

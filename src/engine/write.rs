@@ -13,7 +13,7 @@ use crate::filename;
 use crate::key::{SeqNo, ValueKind, MAX_SEQ};
 use crate::memtable::Memtable;
 use crate::stats::Counters;
-use crate::wal::{self, WalWriter};
+use crate::wal::{self, OpKind, WalWriter};
 use crate::write_options::WriteOptions;
 use bytes::Bytes;
 use parking_lot::{Condvar, MutexGuard};
@@ -234,11 +234,8 @@ impl Core {
             let ops = wal::decode_ops(&encoded, b.count)
                 .ok_or_else(|| Error::InvalidArgument("write batch encoding is damaged".into()))?;
             for op in ops {
-                let value = match op.kind {
-                    ValueKind::Put => encoded.slice_ref(op.value),
-                    ValueKind::Delete => Bytes::new(),
-                };
-                mem.insert(encoded.slice_ref(op.key), seq, op.kind, value);
+                let (key, value) = (encoded.slice_ref(op.key), encoded.slice_ref(op.value));
+                apply_op(mem, op.kind, key, value, seq);
                 seq += 1;
             }
         }
@@ -397,4 +394,15 @@ fn finish_group(
             cv
         })
         .collect()
+}
+
+/// Applies one decoded operation of a batch to the memtable at `seq`: the one place that
+/// turns the WAL's op kinds into memtable entries (the write path and recovery share it).
+pub(crate) fn apply_op(mem: &Memtable, kind: OpKind, key: Bytes, value: Bytes, seq: SeqNo) {
+    match kind {
+        OpKind::Put => mem.insert(key, seq, ValueKind::Put, value),
+        OpKind::Delete => mem.insert(key, seq, ValueKind::Delete, Bytes::new()),
+        OpKind::RangeDelete => mem.insert_range_delete(key, Some(value), seq),
+        OpKind::RangeDeleteToEnd => mem.insert_range_delete(key, None, seq),
+    }
 }

@@ -1,14 +1,20 @@
 //! [`Chunked`]: a double-ended walk over lazily loaded chunks.
 
-use super::Entry;
+use super::{Entry, InternalIter};
 use crate::error::Result;
 
 /// A sequence of chunks, each loaded on demand.
 pub(crate) trait ChunkSource {
     /// One loaded chunk, itself walkable from both ends.
-    type Chunk: DoubleEndedIterator<Item = Result<Entry>>;
+    type Chunk: InternalIter;
     /// Loads chunk `i`.
     fn load(&mut self, i: usize) -> Result<Self::Chunk>;
+    /// A user key at or above every user key of chunk `i`, if known without loading it (lets
+    /// [`InternalIter::skip_front_to`] pass over the chunk unread).
+    fn last_user_key(&self, i: usize) -> Option<&[u8]> {
+        let _ = i;
+        None
+    }
 }
 
 /// Walks chunks `[start, end)` of a source from both ends. Each chunk is loaded once; when the
@@ -20,6 +26,8 @@ pub(crate) struct Chunked<S: ChunkSource> {
     front: Option<S::Chunk>,
     back: Option<S::Chunk>,
     failed: bool,
+    /// A skip to apply to the next chunk the front loads.
+    pending_skip: Option<Vec<u8>>,
 }
 
 impl<S: ChunkSource> Chunked<S> {
@@ -31,6 +39,7 @@ impl<S: ChunkSource> Chunked<S> {
             front: None,
             back: None,
             failed: false,
+            pending_skip: None,
         }
     }
 
@@ -57,7 +66,14 @@ impl<S: ChunkSource> Iterator for Chunked<S> {
             }
             if self.next_front < self.next_back {
                 match self.source.load(self.next_front) {
-                    Ok(c) => self.front = Some(c),
+                    Ok(mut c) => {
+                        if let Some(k) = self.pending_skip.take() {
+                            if let Err(e) = c.skip_front_to(&k) {
+                                return self.fail(e);
+                            }
+                        }
+                        self.front = Some(c)
+                    }
                     Err(e) => return self.fail(e),
                 }
                 self.next_front += 1;
@@ -68,6 +84,41 @@ impl<S: ChunkSource> Iterator for Chunked<S> {
                 other => other,
             };
         }
+    }
+}
+
+impl<S: ChunkSource + Send> InternalIter for Chunked<S> {
+    fn skip_front_to(&mut self, key: &[u8]) -> Result<()> {
+        if self.failed {
+            return Ok(());
+        }
+        if let Some(front) = self.front.as_mut() {
+            front.skip_front_to(key)?;
+        }
+        // Chunks are sorted: one whose last key is below `key` holds nothing at or above it,
+        // and once one reaches `key`, every later one does.
+        let mut skipped = false;
+        while self.next_front < self.next_back
+            && self
+                .source
+                .last_user_key(self.next_front)
+                .is_some_and(|last| last < key)
+        {
+            self.next_front += 1;
+            skipped = true;
+        }
+        if skipped {
+            // The loaded front chunk ends below the chunks it skipped to.
+            self.front = None;
+        }
+        if self.next_front < self.next_back {
+            self.pending_skip = Some(key.to_vec());
+        } else if self.front.is_none() {
+            if let Some(back) = self.back.as_mut() {
+                back.skip_front_to(key)?;
+            }
+        }
+        Ok(())
     }
 }
 

@@ -7,6 +7,7 @@
 
 use super::{BoxedIter, Entry};
 use crate::error::{Error, Result};
+use crate::key::SeqNo;
 
 struct Source {
     iter: BoxedIter,
@@ -14,6 +15,10 @@ struct Source {
     back: Option<Entry>,
     front_done: bool,
     back_done: bool,
+    /// The back end was asked once: the source no longer skips (see `skip_front_to`).
+    back_used: bool,
+    /// The largest sequence number the source can hold (`SeqNo::MAX`: unknown).
+    max_seq: SeqNo,
 }
 
 impl Source {
@@ -32,6 +37,7 @@ impl Source {
     }
 
     fn fill_back(&mut self) -> Result<()> {
+        self.back_used = true;
         if self.back.is_none() && !self.back_done {
             match self.iter.next_back() {
                 Some(Ok(e)) => self.back = Some(e),
@@ -55,20 +61,53 @@ pub(crate) struct MergeIter {
 
 impl MergeIter {
     pub(crate) fn new(iters: Vec<BoxedIter>) -> Self {
+        Self::with_max_seqs(iters.into_iter().map(|i| (i, SeqNo::MAX)).collect())
+    }
+
+    /// A merge whose sources come with the largest sequence number each can hold, for
+    /// [`skip_front_to`](Self::skip_front_to).
+    pub(crate) fn with_max_seqs(iters: Vec<(BoxedIter, SeqNo)>) -> Self {
         MergeIter {
             sources: iters
                 .into_iter()
-                .map(|iter| Source {
+                .map(|(iter, max_seq)| Source {
                     iter,
                     front: None,
                     back: None,
                     front_done: false,
                     back_done: false,
+                    back_used: false,
+                    max_seq,
                 })
                 .collect(),
             error: None,
             failed: false,
         }
+    }
+
+    /// Drops, from the front of every source whose entries are all older than `seq` (its
+    /// largest sequence number is below it), the entries whose user key is below `key`,
+    /// skipping unread blocks and tables where the source can. The range tombstone at `seq`
+    /// over those keys deletes them all. Sources whose back end was used are left alone.
+    pub(crate) fn skip_front_to(&mut self, key: &[u8], seq: SeqNo) -> Result<()> {
+        self.check()?;
+        for i in 0..self.sources.len() {
+            let s = &mut self.sources[i];
+            if s.max_seq >= seq || s.back_used {
+                continue;
+            }
+            if s.front.as_ref().is_some_and(|e| e.user_key[..] >= *key) {
+                continue;
+            }
+            s.front = None;
+            if s.front_done {
+                continue;
+            }
+            if let Err(e) = s.iter.skip_front_to(key) {
+                return Err(self.set_failed(e));
+            }
+        }
+        Ok(())
     }
 
     fn min_source(&mut self) -> Result<Option<usize>> {

@@ -41,8 +41,19 @@ impl Entry {
 }
 
 /// An internal iterator.
-pub(crate) trait InternalIter: DoubleEndedIterator<Item = Result<Entry>> + Send {}
-impl<T: DoubleEndedIterator<Item = Result<Entry>> + Send> InternalIter for T {}
+pub(crate) trait InternalIter: DoubleEndedIterator<Item = Result<Entry>> + Send {
+    /// Moves the front past every entry whose user key is below `key`, skipping whole chunks
+    /// (data blocks, tables) by their bounds without reading them where it can. A hint:
+    /// the default does nothing, and callers must not rely on it for correctness (a scan
+    /// still checks every entry it returns). Called only while the back end is unused.
+    fn skip_front_to(&mut self, key: &[u8]) -> Result<()> {
+        let _ = key;
+        Ok(())
+    }
+}
+
+impl InternalIter for std::iter::Once<Result<Entry>> {}
+impl InternalIter for std::vec::IntoIter<Result<Entry>> {}
 
 /// A boxed internal iterator.
 pub(crate) type BoxedIter = Box<dyn InternalIter>;
@@ -147,6 +158,15 @@ impl<I: Iterator<Item = Result<Entry>>> Iterator for RangeFilter<I> {
             }
         }
         None
+    }
+}
+
+impl<I: InternalIter> InternalIter for RangeFilter<I> {
+    fn skip_front_to(&mut self, key: &[u8]) -> Result<()> {
+        if self.front_done {
+            return Ok(());
+        }
+        self.inner.skip_front_to(key)
     }
 }
 

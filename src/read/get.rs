@@ -1,6 +1,14 @@
 //! The point get: memtables newest first, then L0 newest first, then one candidate table per
 //! deeper level, asking each table's in-memory filter before touching its file.
 //!
+//! Range tombstones: every holder (memtable or table) that has some is asked first, in
+//! memory, for the newest visible tombstone covering the key. A filter says nothing about
+//! them, so a table's "definitely not" does not end the question: if the table's tombstone
+//! covers the key, the key is deleted for this read whatever older tables hold (a version
+//! older than a tombstone lives in the same holder or a later one, never an earlier one). A
+//! version found in the same holder wins only if it is newer than the tombstone. A holder
+//! without range tombstones costs one `None` check.
+//!
 //! The read state is pinned with a cheap `arc-swap` guard while the get only looks at memory
 //! (memtables, key ranges, filters). Before the first file read the guard is upgraded to an
 //! owned `Arc`, so no guard is held across I/O: a thread holding guards for long makes other
@@ -42,12 +50,19 @@ impl Pinned {
     }
 }
 
-/// What a table's key range and filter say about a key, before any file read.
+/// What a table's key range, range tombstones and filter say about a key, before any file
+/// read.
 enum Probe {
-    /// The table cannot hold the key (range or filter): go on.
+    /// The table cannot hold the key (range or filter) and no tombstone of it covers the key:
+    /// go on.
     Skip,
-    /// The table may hold the key: read it. `filtered` if a filter said "maybe".
-    Read { filtered: bool },
+    /// The filter says the table holds no version of the key, and one of its range
+    /// tombstones covers it: the key is deleted.
+    Covered,
+    /// The table may hold the key: read it. `filtered` if a filter said "maybe"; `covered`
+    /// is the sequence number of the table's newest visible tombstone over the key (0: none),
+    /// which a version found must be newer than.
+    Read { filtered: bool, covered: SeqNo },
 }
 
 impl ReadPath {
@@ -68,6 +83,8 @@ impl ReadPath {
             t.block_cache_hits = g.block_cache_hits;
             t.bytes_read = g.bytes_read;
             t.memtable_hit = g.memtable_hit;
+            t.range_tombstone_checks = g.range_tombstone_checks;
+            t.range_covered = g.range_covered;
         }
         res
     }
@@ -96,17 +113,33 @@ fn get_in(
         if let Some(t) = trace.as_deref_mut() {
             t.memtables_searched += 1;
         }
+        let covered = match mem.range_tombstones() {
+            Some(rd) => {
+                g.range_tombstone_checks += 1;
+                rd.covering_seq(key, seq)
+            }
+            None => 0,
+        };
         match mem.get_hashed(key, hash, seq) {
-            Lookup::Value(v) => {
+            Lookup::Value(v, s) if s > covered => {
                 g.memtable_hit = true;
                 return Ok(Some(v));
             }
-            Lookup::Deleted => {
+            Lookup::Deleted(s) if s > covered => {
                 g.memtable_hit = true;
+                return Ok(None);
+            }
+            Lookup::Value(..) | Lookup::Deleted(_) => {
+                g.memtable_hit = true;
+                g.range_covered = true;
                 return Ok(None);
             }
             Lookup::Absent => g.memtable_filter_false_positives += 1,
             Lookup::Filtered => g.memtable_filter_negatives += 1,
+        }
+        if covered > 0 {
+            g.range_covered = true;
+            return Ok(None);
         }
     }
     let w = Wanted { key, hash, seq };
@@ -137,17 +170,33 @@ fn ask(
     mut trace: Option<&mut ReadTrace>,
 ) -> Result<Option<Option<Bytes>>> {
     let t = &pinned.state().version.levels[level][i];
-    let Probe::Read { filtered } = probe(t, level, w, g, trace.as_deref_mut())? else {
-        return Ok(None);
+    let (filtered, covered) = match probe(t, level, w, g, trace.as_deref_mut())? {
+        Probe::Skip => return Ok(None),
+        Probe::Covered => return Ok(Some(None)),
+        Probe::Read { filtered, covered } => (filtered, covered),
+    };
+    let read = Read {
+        level,
+        filtered,
+        covered,
     };
     // A block in the cache is read under the guard: no file, no shared reference count.
     let mut cost = ReadCost::default();
     if let Some(found) = t.reader()?.get_cached(w.key, w.seq, &mut cost) {
-        return answer(t, level, found, cost, filtered, g, trace);
+        return answer(t, read, found, cost, g, trace);
     }
     pinned.own();
     let t = &pinned.state().version.levels[level][i];
-    read_table(t, level, w, filtered, g, trace)
+    read_table(t, read, w, g, trace)
+}
+
+/// A table read under way: where, whether a filter said "maybe", and the table's covering
+/// tombstone (0: none).
+#[derive(Clone, Copy)]
+struct Read {
+    level: usize,
+    filtered: bool,
+    covered: SeqNo,
 }
 
 fn visit(
@@ -190,24 +239,41 @@ fn probe(
     }
     g.tables_considered += 1;
     let reader = t.reader()?;
+    let covered = match reader.range_dels() {
+        Some(rd) => {
+            g.range_tombstone_checks += 1;
+            rd.covering_seq(w.key, w.seq)
+        }
+        None => 0,
+    };
     match reader.filter() {
         Some(f) => {
             g.filter_probes += 1;
             if f.may_contain_hash(w.hash) {
-                Ok(Probe::Read { filtered: true })
+                Ok(Probe::Read {
+                    filtered: true,
+                    covered,
+                })
             } else {
                 g.filter_negatives += 1;
-                visit(
-                    trace,
-                    t,
-                    level,
-                    TableOutcome::FilterNegative,
-                    ReadCost::default(),
-                );
-                Ok(Probe::Skip)
+                let outcome = if covered > 0 {
+                    g.range_covered = true;
+                    TableOutcome::RangeDeleted
+                } else {
+                    TableOutcome::FilterNegative
+                };
+                visit(trace, t, level, outcome, ReadCost::default());
+                Ok(if covered > 0 {
+                    Probe::Covered
+                } else {
+                    Probe::Skip
+                })
             }
         }
-        None => Ok(Probe::Read { filtered: false }),
+        None => Ok(Probe::Read {
+            filtered: false,
+            covered,
+        }),
     }
 }
 
@@ -215,42 +281,55 @@ fn probe(
 /// next table.
 fn read_table(
     t: &TableHandle,
-    level: usize,
+    read: Read,
     w: &Wanted<'_>,
-    filtered: bool,
     g: &mut GetCounters,
     trace: Option<&mut ReadTrace>,
 ) -> Result<Option<Option<Bytes>>> {
     let reader = t.reader()?;
     let mut cost = ReadCost::default();
     let found = reader.get(w.key, w.seq, &mut cost);
-    answer(t, level, found, cost, filtered, g, trace)
+    answer(t, read, found, cost, g, trace)
 }
 
 /// Counts what a table read cost and turns its lookup into the get's answer.
 fn answer(
     t: &TableHandle,
-    level: usize,
+    read: Read,
     found: Result<TableLookup>,
     cost: ReadCost,
-    filtered: bool,
     g: &mut GetCounters,
     trace: Option<&mut ReadTrace>,
 ) -> Result<Option<Option<Bytes>>> {
+    let Read {
+        level,
+        filtered,
+        covered,
+    } = read;
     g.data_block_reads += cost.blocks;
     g.bytes_read += cost.bytes;
     g.block_cache_hits += cost.cache_hits;
     g.block_cache_misses += cost.cache_misses;
-    match found? {
-        TableLookup::Value(v) => {
+    let (outcome, result) = match found? {
+        TableLookup::Value(v, s) if s > covered => {
             g.filter_true_positives += u64::from(filtered);
-            visit(trace, t, level, TableOutcome::Found, cost);
-            Ok(Some(Some(v)))
+            (TableOutcome::Found, Some(Some(v)))
         }
-        TableLookup::Deleted => {
+        TableLookup::Deleted(s) if s > covered => {
             g.filter_true_positives += u64::from(filtered);
-            visit(trace, t, level, TableOutcome::Tombstone, cost);
-            Ok(Some(None))
+            (TableOutcome::Tombstone, Some(None))
+        }
+        TableLookup::Value(..) | TableLookup::Deleted(_) => {
+            g.filter_true_positives += u64::from(filtered);
+            g.range_covered = true;
+            (TableOutcome::RangeDeleted, Some(None))
+        }
+        TableLookup::Absent if covered > 0 => {
+            if filtered {
+                g.filter_false_positives += 1;
+            }
+            g.range_covered = true;
+            (TableOutcome::RangeDeleted, Some(None))
         }
         TableLookup::Absent => {
             let outcome = if filtered {
@@ -259,8 +338,9 @@ fn answer(
             } else {
                 TableOutcome::NotFound
             };
-            visit(trace, t, level, outcome, cost);
-            Ok(None)
+            (outcome, None)
         }
-    }
+    };
+    visit(trace, t, level, outcome, cost);
+    Ok(result)
 }

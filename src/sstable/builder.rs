@@ -1,7 +1,8 @@
 //! [`TableBuilder`]: writes one SSTable from entries in internal-key order.
 //!
-//! Layout: data blocks, then the filter block (if bits per key > 0), the index block, the
-//! properties block, and the footer. The file is synced before `finish` returns.
+//! Layout: data blocks, then the filter block (if bits per key > 0), the range-deletion block
+//! (if the table has range tombstones; the table is then format version 2), the index block,
+//! the properties block, and the footer. The file is synced before `finish` returns.
 //!
 //! Blocks are collected in a buffer of [`WRITE_BUFFER`] bytes and written with one system call
 //! per buffer, not one per block. An index entry is the shortest key that separates its block
@@ -9,13 +10,17 @@
 //! the index that every open table keeps in memory stays small.
 
 use super::block::BlockBuilder;
-use super::format::{put_block_trailer, BlockHandle, BlockKind, Footer, FORMAT_VERSION};
+use super::bounds::{table_bounds, TableBounds};
+use super::format::{
+    put_block_trailer, BlockHandle, BlockKind, Footer, FORMAT_VERSION, RANGE_DEL_FORMAT_VERSION,
+};
 use super::properties::TableProperties;
 use crate::encoding::put_varint;
 use crate::error::{io_context, Error, Result};
 use crate::filter::{hash_key, FilterBuilder, TableFilter};
 use crate::fs::{FileSystem, WritableFile};
 use crate::key::{self, ValueKind};
+use crate::range_del::Fragments;
 use std::path::{Path, PathBuf};
 
 /// Entries between restart points in data blocks.
@@ -37,7 +42,8 @@ pub(crate) struct BuildOptions {
 #[derive(Clone, Debug)]
 pub(crate) struct BuiltTable {
     pub(crate) file_size: u64,
-    pub(crate) properties: TableProperties,
+    /// What the manifest records: the ranges over entries and range tombstones.
+    pub(crate) bounds: TableBounds,
     /// The table was to get a fuse filter and got a Bloom filter instead.
     pub(crate) fuse_fell_back: bool,
 }
@@ -60,6 +66,8 @@ pub(crate) struct TableBuilder {
     /// The last key and handle of the previous data block, waiting for the next block's
     /// first key to choose its separator.
     pending_index: Option<(Vec<u8>, BlockHandle)>,
+    /// Range tombstones for the range-deletion block.
+    range_dels: Fragments,
 }
 
 /// The shortest internal key `s` with `last <= s < next` (both internal keys, `last < next`):
@@ -108,6 +116,7 @@ impl TableBuilder {
             last_user_key: None,
             out: Vec::with_capacity(WRITE_BUFFER),
             pending_index: None,
+            range_dels: Fragments::default(),
         })
     }
 
@@ -179,6 +188,12 @@ impl TableBuilder {
         self.props.entries
     }
 
+    /// Gives the table these range tombstones (replacing any given before). A table may
+    /// hold range tombstones and no entry.
+    pub(crate) fn set_range_tombstones(&mut self, f: Fragments) {
+        self.range_dels = f;
+    }
+
     fn write_block(
         &mut self,
         contents: Option<&[u8]>,
@@ -239,6 +254,14 @@ impl TableBuilder {
             }
             None => None,
         };
+        let mut version = FORMAT_VERSION;
+        if !self.range_dels.is_empty() {
+            let block = self.range_dels.encode();
+            let h = self.write_block(Some(&block), BlockKind::RangeDel, false)?;
+            self.props.range_del_block = Some((h.offset, h.size));
+            self.props.range_deletions = self.range_dels.len() as u64;
+            version = RANGE_DEL_FORMAT_VERSION;
+        }
         let index = self.write_block(None, BlockKind::Index, true)?;
         let props = self.props.encode();
         let properties = self.write_block(Some(&props), BlockKind::Properties, false)?;
@@ -246,7 +269,7 @@ impl TableBuilder {
             index,
             filter,
             properties,
-            version: FORMAT_VERSION,
+            version,
         }
         .encode();
         self.out.extend_from_slice(&footer);
@@ -255,9 +278,10 @@ impl TableBuilder {
         self.file
             .sync()
             .map_err(|e| io_context("sync", &self.path, e))?;
+        let bounds = table_bounds(&self.props, Some(&self.range_dels));
         Ok(BuiltTable {
             file_size: self.offset,
-            properties: self.props,
+            bounds,
             fuse_fell_back,
         })
     }

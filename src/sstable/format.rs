@@ -13,8 +13,13 @@ pub const BLOCK_TRAILER_LEN: usize = 5;
 pub const FOOTER_LEN: usize = 64;
 /// The last 8 bytes of every siltdb table.
 pub const MAGIC: [u8; 8] = *b"siltSST1";
-/// The table format version this build writes and reads.
+/// The table format version of tables without range tombstones (all tables written before
+/// range deletes existed, and every table without one since).
 pub const FORMAT_VERSION: u32 = 1;
+/// The table format version of tables with a range-deletion block: a build that predates
+/// range deletes refuses them (it would not see their tombstones) instead of reading them
+/// wrong. This build reads both.
+pub const RANGE_DEL_FORMAT_VERSION: u32 = 2;
 
 /// What a block holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,6 +34,8 @@ pub enum BlockKind {
     Filter = 3,
     /// Table properties.
     Properties = 4,
+    /// The table's range tombstones, fragmented.
+    RangeDel = 5,
 }
 
 impl BlockKind {
@@ -39,6 +46,7 @@ impl BlockKind {
             2 => Some(BlockKind::Index),
             3 => Some(BlockKind::Filter),
             4 => Some(BlockKind::Properties),
+            5 => Some(BlockKind::RangeDel),
             _ => None,
         }
     }
@@ -50,6 +58,7 @@ impl BlockKind {
             BlockKind::Index => "index",
             BlockKind::Filter => "filter",
             BlockKind::Properties => "properties",
+            BlockKind::RangeDel => "range-deletion",
         }
     }
 }
@@ -130,7 +139,7 @@ impl std::fmt::Display for FooterError {
             FooterError::BadChecksum => write!(f, "footer checksum mismatch"),
             FooterError::UnsupportedVersion(v) => write!(
                 f,
-                "unsupported table format version {v} (this build reads {FORMAT_VERSION})"
+                "unsupported table format version {v} (this build reads {FORMAT_VERSION} and {RANGE_DEL_FORMAT_VERSION})"
             ),
         }
     }
@@ -176,7 +185,7 @@ impl Footer {
             return Err(FooterError::BadChecksum);
         }
         let version = u32_at(buf, 48).unwrap_or(0);
-        if version != FORMAT_VERSION {
+        if !(FORMAT_VERSION..=RANGE_DEL_FORMAT_VERSION).contains(&version) {
             return Err(FooterError::UnsupportedVersion(version));
         }
         let h = |at: usize| BlockHandle {

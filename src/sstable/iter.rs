@@ -4,7 +4,7 @@
 use super::block::Block;
 use super::reader::{CacheUse, ReadCost, Readahead, TableReader};
 use crate::error::{Error, Result};
-use crate::iter::{ChunkSource, Chunked, Entry, KeyRange, RangeFilter};
+use crate::iter::{ChunkSource, Chunked, Entry, InternalIter, KeyRange, RangeFilter};
 use crate::key;
 use bytes::Bytes;
 use std::collections::VecDeque;
@@ -24,6 +24,14 @@ pub(crate) struct TableBlocks {
 
 impl ChunkSource for TableBlocks {
     type Chunk = BlockCursor;
+
+    fn last_user_key(&self, i: usize) -> Option<&[u8]> {
+        // The index key is the block's last key or a separator above it.
+        self.table
+            .index()
+            .get(i)
+            .map(|e| key::user_key(&e.last_key))
+    }
 
     fn load(&mut self, i: usize) -> Result<BlockCursor> {
         let mut cost = ReadCost::default();
@@ -143,6 +151,27 @@ impl Iterator for BlockCursor {
             Some(rest) => rest.pop_front(),
             None => self.decode_next(),
         }
+    }
+}
+
+impl InternalIter for BlockCursor {
+    fn skip_front_to(&mut self, key: &[u8]) -> Result<()> {
+        match &mut self.rest {
+            Some(rest) => {
+                while rest
+                    .front()
+                    .is_some_and(|e| e.as_ref().is_ok_and(|e| e.user_key[..] < *key))
+                {
+                    rest.pop_front();
+                }
+            }
+            None => {
+                if self.skip_below.as_ref().is_none_or(|s| s[..] < *key) {
+                    self.skip_below = Some(Bytes::copy_from_slice(key));
+                }
+            }
+        }
+        Ok(())
     }
 }
 

@@ -3,6 +3,7 @@
 
 pub(crate) mod block;
 pub(crate) mod block_cache;
+pub(crate) mod bounds;
 pub(crate) mod builder;
 pub mod format;
 pub(crate) mod iter;
@@ -10,6 +11,7 @@ pub(crate) mod properties;
 pub(crate) mod reader;
 
 pub use block_cache::{Admission, BlockCache};
+pub(crate) use bounds::{table_bounds, TableBounds, END_OF_KEYS};
 pub(crate) use builder::{BuildOptions, TableBuilder};
 pub use properties::TableProperties;
 pub use reader::{BlockInfo, IndexEntry, TableEntries, TableEntry, TableReader};

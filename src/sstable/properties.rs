@@ -25,6 +25,8 @@ const T_FILTER_MILLIBITS: u64 = 10;
 const T_USER_KEYS: u64 = 11;
 const T_LEVEL: u64 = 12;
 const T_DATA_BYTES: u64 = 13;
+const T_RANGE_DELETIONS: u64 = 14;
+const T_RANGE_DEL_BLOCK: u64 = 15;
 
 /// What the properties block of a table records.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -55,6 +57,12 @@ pub struct TableProperties {
     pub filter_millibits_per_key: u64,
     /// The level the table was written for.
     pub level: u64,
+    /// Range tombstones in the range-deletion block (one per fragment and sequence number;
+    /// 0 for a table without that block). Not counted in `entries`.
+    pub range_deletions: u64,
+    /// Where the range-deletion block is (offset and size of its contents); `None` if the
+    /// table has none. Written only by format version 2 tables.
+    pub range_del_block: Option<(u64, u64)>,
 }
 
 impl TableProperties {
@@ -77,6 +85,16 @@ impl TableProperties {
         int(T_DATA_BYTES, self.data_bytes);
         int(T_FILTER_MILLIBITS, self.filter_millibits_per_key);
         int(T_LEVEL, self.level);
+        if self.range_deletions > 0 {
+            int(T_RANGE_DELETIONS, self.range_deletions);
+        }
+        if let Some((offset, size)) = self.range_del_block {
+            let mut b = Vec::new();
+            put_varint(&mut b, offset);
+            put_varint(&mut b, size);
+            put_varint(&mut out, T_RANGE_DEL_BLOCK);
+            put_bytes(&mut out, &b);
+        }
         put_varint(&mut out, T_SMALLEST);
         put_bytes(&mut out, &self.smallest);
         put_varint(&mut out, T_LARGEST);
@@ -105,6 +123,17 @@ impl TableProperties {
             return Err(format!(
                 "{} tombstones and {} user keys among {} entries",
                 self.deletions, self.user_keys, self.entries
+            ));
+        }
+        if self.range_del_block.is_some() != (self.range_deletions > 0) {
+            return Err(format!(
+                "{} range tombstones, and {} range-deletion block",
+                self.range_deletions,
+                if self.range_del_block.is_some() {
+                    "a"
+                } else {
+                    "no"
+                }
             ));
         }
         if self.entries == 0 {
@@ -144,6 +173,11 @@ impl TableProperties {
                 T_DATA_BYTES => p.data_bytes = int()?,
                 T_FILTER_MILLIBITS => p.filter_millibits_per_key = int()?,
                 T_LEVEL => p.level = int()?,
+                T_RANGE_DELETIONS => p.range_deletions = int()?,
+                T_RANGE_DEL_BLOCK => {
+                    let mut f = Reader::new(field);
+                    p.range_del_block = Some((f.varint()?, f.varint()?));
+                }
                 T_SMALLEST => p.smallest = field.to_vec(),
                 T_LARGEST => p.largest = field.to_vec(),
                 _ => {}
@@ -173,6 +207,8 @@ mod tests {
             data_bytes: 400,
             filter_millibits_per_key: 10_000,
             level: 0,
+            range_deletions: 3,
+            range_del_block: Some((400, 20)),
         };
         let mut enc = p.encode();
         enc.extend_from_slice(&[99, 2, 7, 7]); // a future field
@@ -195,7 +231,9 @@ mod tests {
             ..TableProperties::default()
         };
         assert!(TableProperties::decode(&good.encode()).is_ok());
-        let bad: [fn(&mut TableProperties); 8] = [
+        let bad: [fn(&mut TableProperties); 10] = [
+            |p| p.range_deletions = 2,
+            |p| p.range_del_block = Some((1, 2)),
             |p| p.max_seq = MAX_SEQ + 1,
             |p| p.max_seq = u64::MAX,
             |p| p.min_seq = 8,

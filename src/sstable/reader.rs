@@ -1,8 +1,8 @@
 //! [`TableReader`]: an open SSTable with its footer, index and filter in memory.
 //!
-//! Opening a table reads and verifies the footer, the index block, the filter block and the
-//! properties block; any checksum or decoding failure is [`Error::Corruption`] naming the file
-//! and offset. After that, a point lookup costs at most one data-block read, and none if the
+//! Opening a table reads and verifies the footer, the index block, the filter block, the
+//! range-deletion block (its tombstones stay in memory, fragmented) and the properties block;
+//! any checksum or decoding failure is [`Error::Corruption`] naming the file and offset. After that, a point lookup costs at most one data-block read, and none if the
 //! filter says "definitely not".
 //!
 //! A table of a database reads its file through the table cache (the descriptor is opened on
@@ -12,7 +12,10 @@
 
 use super::block::{Block, BlockEntry};
 use super::block_cache::BlockCache;
-use super::format::{block_crc, BlockHandle, BlockKind, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN};
+use super::format::{
+    block_crc, BlockHandle, BlockKind, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN,
+    RANGE_DEL_FORMAT_VERSION,
+};
 use super::properties::TableProperties;
 use crate::cache::TableCache;
 use crate::encoding::Reader;
@@ -20,6 +23,7 @@ use crate::error::{io_context, Error, Result};
 use crate::filter::{self, Filter};
 use crate::fs::{FileSystem, RandomAccessFile};
 use crate::key::{self, SeqNo, ValueKind};
+use crate::range_del::Fragments;
 use bytes::Bytes;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -86,10 +90,11 @@ pub struct IndexEntry {
 /// What a table says about a key.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum TableLookup {
-    /// The newest version at or below the read's sequence is a value.
-    Value(Bytes),
-    /// ... is a tombstone.
-    Deleted,
+    /// The newest version at or below the read's sequence is a value, written at this
+    /// sequence number.
+    Value(Bytes, SeqNo),
+    /// ... is a tombstone, written at this sequence number.
+    Deleted(SeqNo),
     /// The table holds no visible version of the key.
     Absent,
 }
@@ -184,6 +189,8 @@ pub struct TableReader {
     index_prefixes: Vec<u64>,
     filter: Option<Filter>,
     properties: TableProperties,
+    /// The range tombstones; `None` for a table without any (every get checks this first).
+    range_dels: Option<Arc<Fragments>>,
 }
 
 impl TableReader {
@@ -237,6 +244,7 @@ impl TableReader {
             index_prefixes: Vec::new(),
             filter: None,
             properties: TableProperties::default(),
+            range_dels: None,
         };
         let mut cost = ReadCost::default();
         let props_raw = reader.read_block(footer.properties, BlockKind::Properties, &mut cost)?;
@@ -283,10 +291,53 @@ impl TableReader {
             }
             reader.filter = Some(f);
         }
+        reader.range_dels = reader.read_range_dels(&mut cost)?;
         // After every block was read within bounds: how they fit together.
         reader.check_layout()?;
         reader.check_index_against_properties()?;
         Ok(reader)
+    }
+
+    /// The range-deletion block, which a version 2 table has and a version 1 table does not,
+    /// decoded and checked against the properties.
+    fn read_range_dels(&self, cost: &mut ReadCost) -> Result<Option<Arc<Fragments>>> {
+        let p = &self.properties;
+        let has_block = self.footer.version >= RANGE_DEL_FORMAT_VERSION;
+        let Some((offset, size)) = p.range_del_block else {
+            if has_block {
+                return Err(Error::corruption(
+                    &self.path,
+                    self.footer.properties.offset,
+                    "properties block: a version 2 table without a range-deletion block",
+                ));
+            }
+            return Ok(None);
+        };
+        if !has_block {
+            return Err(Error::corruption(
+                &self.path,
+                self.footer.properties.offset,
+                "properties block: a range-deletion block in a version 1 table",
+            ));
+        }
+        let h = BlockHandle { offset, size };
+        self.check_handle(h, BlockKind::RangeDel)?;
+        let raw = self.read_block(h, BlockKind::RangeDel, cost)?;
+        let f = Fragments::decode(&raw).map_err(|d| {
+            Error::corruption(&self.path, offset, format!("range-deletion block: {d}"))
+        })?;
+        if f.len() as u64 != p.range_deletions {
+            return Err(Error::corruption(
+                &self.path,
+                offset,
+                format!(
+                    "range-deletion block holds {} tombstones, the properties say {}",
+                    f.len(),
+                    p.range_deletions
+                ),
+            ));
+        }
+        Ok(Some(Arc::new(f)))
     }
 
     fn decode_index(&self, raw: Bytes) -> Result<Vec<IndexEntry>> {
@@ -329,8 +380,13 @@ impl TableReader {
     fn check_layout(&self) -> Result<()> {
         let f = &self.footer;
         let blocks = self.index.iter().map(|e| (BlockKind::Data, e.handle));
+        let range_del = self
+            .properties
+            .range_del_block
+            .map(|(offset, size)| (BlockKind::RangeDel, BlockHandle { offset, size }));
         let meta = [
             f.filter.map(|h| (BlockKind::Filter, h)),
+            range_del,
             Some((BlockKind::Index, f.index)),
             Some((BlockKind::Properties, f.properties)),
         ];
@@ -676,8 +732,8 @@ impl TableReader {
             .map_err(|()| Error::corruption(&self.path, offset, "data block: malformed entry"))?;
         Ok(match found {
             Some(e) if e.same_user_key => match key::trailer_kind(e.trailer) {
-                Some(ValueKind::Put) => TableLookup::Value(e.value),
-                Some(ValueKind::Delete) => TableLookup::Deleted,
+                Some(ValueKind::Put) => TableLookup::Value(e.value, key::trailer_seq(e.trailer)),
+                Some(ValueKind::Delete) => TableLookup::Deleted(key::trailer_seq(e.trailer)),
                 None => {
                     return Err(Error::corruption(
                         &self.path,
@@ -688,6 +744,22 @@ impl TableReader {
             },
             _ => TableLookup::Absent,
         })
+    }
+
+    /// The table's range tombstones; `None` if it has none.
+    pub(crate) fn range_dels(&self) -> Option<&Arc<Fragments>> {
+        self.range_dels.as_ref()
+    }
+
+    /// The table's range tombstones as (start, end, sequence number) triples, one per
+    /// fragment and sequence number, in key order (`end = None`: to the end of the key
+    /// space). Empty for a table without any.
+    pub fn range_tombstones(&self) -> Vec<(Vec<u8>, Option<Vec<u8>>, u64)> {
+        self.range_dels
+            .iter()
+            .flat_map(|f| f.tombstones())
+            .map(|t| (t.start.to_vec(), t.end.map(|e| e.to_vec()), t.seq))
+            .collect()
     }
 
     /// The table's filter; `None` if it was written without one.
@@ -734,7 +806,8 @@ impl TableReader {
         TableReader::open(&crate::fs::OsFs, path)
     }
 
-    /// Every block of the table in file order: data blocks, filter, index, properties.
+    /// Every block of the table in file order: data blocks, filter, range deletions, index,
+    /// properties.
     pub fn blocks(&self) -> Vec<BlockInfo> {
         let mut out: Vec<BlockInfo> = self
             .index
@@ -748,6 +821,12 @@ impl TableReader {
             out.push(BlockInfo {
                 kind: BlockKind::Filter,
                 handle: h,
+            });
+        }
+        if let Some((offset, size)) = self.properties.range_del_block {
+            out.push(BlockInfo {
+                kind: BlockKind::RangeDel,
+                handle: BlockHandle { offset, size },
             });
         }
         out.push(BlockInfo {
@@ -801,15 +880,15 @@ impl TableReader {
     pub fn find(&self, user_key: &[u8]) -> Result<Option<TableEntry>> {
         let mut cost = ReadCost::default();
         Ok(match self.get(user_key, key::MAX_SEQ, &mut cost)? {
-            TableLookup::Value(v) => Some(TableEntry {
+            TableLookup::Value(v, seq) => Some(TableEntry {
                 key: user_key.to_vec(),
-                seq: 0,
+                seq,
                 tombstone: false,
                 value: v.to_vec(),
             }),
-            TableLookup::Deleted => Some(TableEntry {
+            TableLookup::Deleted(seq) => Some(TableEntry {
                 key: user_key.to_vec(),
-                seq: 0,
+                seq,
                 tombstone: true,
                 value: Vec::new(),
             }),

@@ -20,6 +20,7 @@
 use crate::encoding::{put_bytes, put_varint, Reader};
 use crate::filename::MAX_FILE_NUMBER;
 use crate::key::{self, MAX_SEQ};
+use crate::sstable::TableBounds;
 use bytes::Bytes;
 
 /// Number of levels, L0..L6.
@@ -53,11 +54,24 @@ pub struct FileMeta {
     pub min_seq: u64,
     /// Largest sequence number in the table.
     pub max_seq: u64,
-    /// Number of entries.
+    /// Number of entries, range tombstones included.
     pub entries: u64,
 }
 
 impl FileMeta {
+    /// The record of table `number`, of `size` bytes, with these bounds.
+    pub(crate) fn new(number: u64, size: u64, b: &TableBounds) -> FileMeta {
+        FileMeta {
+            number,
+            size,
+            smallest: Bytes::copy_from_slice(&b.smallest),
+            largest: Bytes::copy_from_slice(&b.largest),
+            min_seq: b.min_seq,
+            max_seq: b.max_seq,
+            entries: b.entries,
+        }
+    }
+
     /// Smallest user key.
     pub fn smallest_user(&self) -> &[u8] {
         key::user_key(&self.smallest)

@@ -19,7 +19,7 @@ use crate::filename;
 use crate::fs::FileSystem;
 use crate::iter::{ChunkSource, Chunked, KeyRange};
 use crate::sstable::iter::{table_iter, TableIter};
-use crate::sstable::{BlockCache, CacheUse, TableCaches, TableReader};
+use crate::sstable::{table_bounds, BlockCache, CacheUse, TableCaches, TableReader};
 use obsolete::ObsoleteFiles;
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -155,19 +155,19 @@ impl TableHandle {
 /// Checks that `t` is the table `meta` describes: siltdb records a table's size and
 /// properties in the manifest exactly as it wrote them.
 fn match_manifest(t: &TableReader, meta: &FileMeta) -> Result<()> {
-    let p = t.properties();
+    let b = table_bounds(t.properties(), t.range_dels().map(|f| &**f));
     let mismatch = if t.file_size() != meta.size {
         Some(format!(
             "file of {} bytes, the manifest says {}",
             t.file_size(),
             meta.size
         ))
-    } else if (p.entries, p.min_seq, p.max_seq) != (meta.entries, meta.min_seq, meta.max_seq) {
+    } else if (b.entries, b.min_seq, b.max_seq) != (meta.entries, meta.min_seq, meta.max_seq) {
         Some(format!(
             "{} entries in sequence numbers {}..={}, the manifest says {} in {}..={}",
-            p.entries, p.min_seq, p.max_seq, meta.entries, meta.min_seq, meta.max_seq
+            b.entries, b.min_seq, b.max_seq, meta.entries, meta.min_seq, meta.max_seq
         ))
-    } else if p.smallest[..] != meta.smallest[..] || p.largest[..] != meta.largest[..] {
+    } else if b.smallest[..] != meta.smallest[..] || b.largest[..] != meta.largest[..] {
         Some("key range differs from the manifest's".to_string())
     } else {
         None
@@ -301,6 +301,11 @@ pub(crate) struct LevelTables {
 
 impl ChunkSource for LevelTables {
     type Chunk = TableIter;
+
+    fn last_user_key(&self, i: usize) -> Option<&[u8]> {
+        self.tables.get(i).map(|t| t.meta.largest_user())
+    }
+
     fn load(&mut self, i: usize) -> Result<TableIter> {
         let reader = self.tables[i].reader()?.clone();
         Ok(table_iter(reader, self.range.clone(), self.cache))
@@ -362,16 +367,7 @@ mod tests {
                 .unwrap();
         }
         let built = b.finish().unwrap();
-        let p = built.properties;
-        FileMeta {
-            number: 5,
-            size: built.file_size,
-            smallest: Bytes::from(p.smallest),
-            largest: Bytes::from(p.largest),
-            min_seq: p.min_seq,
-            max_seq: p.max_seq,
-            entries: p.entries,
-        }
+        FileMeta::new(5, built.file_size, &built.bounds)
     }
 
     #[test]

@@ -23,12 +23,14 @@ impl Version {
             .enumerate()
             .flat_map(|(l, ts)| ts.iter().map(move |t| (l, t)))
             .map(|(level, t)| {
-                let filter = t.reader().ok().and_then(|r| r.filter().cloned());
+                let reader = t.reader().ok();
+                let filter = reader.and_then(|r| r.filter().cloned());
                 TableInfo {
                     level,
                     table_id: t.number(),
                     bytes: t.meta.size,
                     entries: t.meta.entries,
+                    range_deletions: reader.map_or(0, |r| r.properties().range_deletions),
                     smallest: t.meta.smallest_user().to_vec(),
                     largest: t.meta.largest_user().to_vec(),
                     filter_bytes: filter.as_ref().map_or(0, |f| f.memory_bytes() as u64),

@@ -30,8 +30,9 @@ pub fn expected() -> BTreeMap<Vec<u8>, Vec<u8>> {
         .collect()
 }
 
-/// Two flushed tables, 50 writes left in the WAL, a manifest whose snapshot lists both tables
-/// followed by an edit.
+/// Two flushed tables (the second with a range tombstone over keys of the first, which are
+/// then written again), 50 writes left in the WAL, a manifest whose snapshot lists both
+/// tables followed by an edit.
 pub fn base() -> MemFs {
     let fs = MemFs::new();
     let db = Db::open_with(DIR, options(&fs)).unwrap();
@@ -40,6 +41,11 @@ pub fn base() -> MemFs {
         db.insert(k, v).unwrap();
     }
     db.flush().unwrap();
+    db.remove_range(all[100].0.clone()..all[120].0.clone())
+        .unwrap();
+    for (k, v) in &all[100..120] {
+        db.insert(k, v).unwrap();
+    }
     for (k, v) in &all[300..600] {
         db.insert(k, v).unwrap();
     }
@@ -136,6 +142,21 @@ pub fn regions(fs: &MemFs) -> Vec<Region> {
     }
     let size = t.file_size() as usize;
     out.push(r("SST footer", table, size - 64, size, true));
+    let newer = &file_named(fs, |n| n.ends_with(".sst"))[1];
+    let t2 = TableReader::open(fs, newer).unwrap();
+    let h = t2
+        .blocks()
+        .into_iter()
+        .find(|b| b.kind == BlockKind::RangeDel)
+        .unwrap()
+        .handle;
+    out.push(r(
+        "SST range-deletion block",
+        newer,
+        h.offset as usize,
+        (h.offset + h.size + 5) as usize,
+        true,
+    ));
     let manifest = &file_named(fs, |n| n.starts_with("MANIFEST-"))[0];
     let recs = records(&fs.read_file(manifest).unwrap());
     out.push(r(

@@ -1,6 +1,9 @@
 //! A deterministic write history and its model, for the crash, error-injection and self-check
 //! tests. Op `i` is a pure function of `(seed, i)`; every value written is unique and names
 //! the op that wrote it, so a recovered value can be traced to its write (or shown a phantom).
+//! Some ops are range removes over older keys, alone or at the head of a batch (whose puts
+//! follow it), so every crash test also checks that a range remove is all or nothing, with
+//! its batch, across a crash.
 #![allow(dead_code)]
 
 use siltdb::{Db, WriteBatch};
@@ -12,7 +15,10 @@ pub type State = BTreeMap<Vec<u8>, Vec<u8>>;
 pub enum Op {
     Put(Vec<u8>, Vec<u8>),
     Delete(Vec<u8>),
-    Batch(Vec<(Vec<u8>, Option<Vec<u8>>)>),
+    /// Removes `[lo, hi)`.
+    RangeDelete(Vec<u8>, Vec<u8>),
+    /// An optional range remove `[lo, hi)`, then puts and deletes, in one batch.
+    Batch(Option<(Vec<u8>, Vec<u8>)>, Vec<(Vec<u8>, Option<Vec<u8>>)>),
 }
 
 fn mix(mut z: u64) -> u64 {
@@ -36,10 +42,19 @@ fn value(i: u64, j: u64, r: u64) -> Vec<u8> {
 pub fn op(seed: u64, i: u64) -> Op {
     let r = mix(seed ^ mix(i));
     let old = |salt: u64| new_key(mix(r ^ salt) % i.max(1));
+    // A range over up to 8 older keys (and the batch keys written by their ops).
+    let old_range = |salt: u64| {
+        let a = mix(r ^ salt) % i.max(1);
+        (new_key(a), new_key(a + 1 + (r >> 50) % 8))
+    };
     match r % 20 {
         0..=11 => Op::Put(new_key(i), value(i, 0, r)),
         12..=14 if i > 0 => Op::Put(old(1), value(i, 0, r >> 8)),
         15..=16 if i > 0 => Op::Delete(old(2)),
+        17 if i > 0 => {
+            let (lo, hi) = old_range(5);
+            Op::RangeDelete(lo, hi)
+        }
         _ => {
             let n = 2 + (r >> 16) % 5;
             let mut ops: Vec<(Vec<u8>, Option<Vec<u8>>)> = (0..n)
@@ -52,35 +67,64 @@ pub fn op(seed: u64, i: u64) -> Op {
             if i > 0 && (r >> 40).is_multiple_of(2) {
                 ops.push((old(3), None));
             }
-            Op::Batch(ops)
+            let range = (i > 0 && (r >> 44).is_multiple_of(3)).then(|| old_range(6));
+            Op::Batch(range, ops)
         }
     }
 }
 
 impl Op {
-    /// The (key, value-or-delete) pairs of the op, in order.
+    /// The (key, value-or-delete) pairs of the op, in order (after its range remove, if any).
     pub fn effects(&self) -> Vec<(&[u8], Option<&[u8]>)> {
         match self {
             Op::Put(k, v) => vec![(k, Some(v))],
             Op::Delete(k) => vec![(k, None)],
-            Op::Batch(ops) => ops
+            Op::RangeDelete(..) => Vec::new(),
+            Op::Batch(_, ops) => ops
                 .iter()
                 .map(|(k, v)| (k.as_slice(), v.as_deref()))
                 .collect(),
         }
     }
 
-    pub fn is_batch(&self) -> bool {
-        matches!(self, Op::Batch(_))
+    /// The range the op removes first, if any.
+    pub fn range(&self) -> Option<(&[u8], &[u8])> {
+        match self {
+            Op::RangeDelete(lo, hi) | Op::Batch(Some((lo, hi)), _) => Some((lo, hi)),
+            _ => None,
+        }
     }
 
-    pub fn apply(&self, model: &mut State) {
+    pub fn is_batch(&self) -> bool {
+        matches!(self, Op::Batch(..))
+    }
+
+    /// Applies the op to `model`, calling `touched(key, model)` before and after each change
+    /// of a key (a range remove touches the keys it removes).
+    fn apply_tracked(&self, model: &mut State, mut touched: impl FnMut(&[u8], &State, bool)) {
+        if let Some((lo, hi)) = self.range() {
+            let keys: Vec<Vec<u8>> = model
+                .range(lo.to_vec()..hi.to_vec())
+                .map(|(k, _)| k.clone())
+                .collect();
+            for k in keys {
+                touched(&k, model, false);
+                model.remove(&k);
+                touched(&k, model, true);
+            }
+        }
         for (k, v) in self.effects() {
+            touched(k, model, false);
             match v {
                 Some(v) => model.insert(k.to_vec(), v.to_vec()),
                 None => model.remove(k),
             };
+            touched(k, model, true);
         }
+    }
+
+    pub fn apply(&self, model: &mut State) {
+        self.apply_tracked(model, |_, _, _| {});
     }
 
     pub fn run(&self, db: &Db) -> siltdb::Result<()> {
@@ -92,8 +136,12 @@ impl Op {
         match self {
             Op::Put(k, v) => db.insert_with(k, v, opts),
             Op::Delete(k) => db.remove_with(k, opts),
-            Op::Batch(ops) => {
+            Op::RangeDelete(lo, hi) => db.remove_range_with(lo.clone()..hi.clone(), opts),
+            Op::Batch(range, ops) => {
                 let mut b = WriteBatch::new();
+                if let Some((lo, hi)) = range {
+                    b.remove_range(lo.clone()..hi.clone());
+                }
                 for (k, v) in ops {
                     match v {
                         Some(v) => b.insert(k, v),
@@ -152,15 +200,14 @@ pub fn judge(seed: u64, upto: u64, state: &State) -> Verdict {
     let mut diff = state.len();
     let mut best = (diff == 0).then_some(0);
     for i in 0..upto {
-        for (k, v) in op(seed, i).effects() {
-            let before = m.get(k).map(|x| x.as_slice()) != state.get(k).map(|x| x.as_slice());
-            match v {
-                Some(v) => m.insert(k.to_vec(), v.to_vec()),
-                None => m.remove(k),
-            };
-            let after = m.get(k).map(|x| x.as_slice()) != state.get(k).map(|x| x.as_slice());
-            diff = diff + usize::from(after) - usize::from(before);
-        }
+        op(seed, i).apply_tracked(&mut m, |k, m, after| {
+            let differs = m.get(k).map(|x| x.as_slice()) != state.get(k).map(|x| x.as_slice());
+            if after {
+                diff += usize::from(differs);
+            } else {
+                diff -= usize::from(differs);
+            }
+        });
         if diff == 0 {
             best = Some(i + 1);
         }
@@ -177,14 +224,23 @@ pub fn read_state(db: &Db) -> siltdb::Result<State> {
 }
 
 /// Counts batches whose keys are partly present: a torn batch. Batches write fresh keys
-/// (`k{i}-{j}`) that nothing else touches, so a batch is whole iff all or none are present.
+/// (`k{i}-{j}`) that only a later range remove touches, so a batch is whole iff all or none of
+/// its fresh keys that no later range remove covers are present.
 pub fn torn_batches(seed: u64, upto: u64, state: &State) -> u64 {
+    let ops: Vec<Op> = (0..upto).map(|i| op(seed, i)).collect();
+    let ranges: Vec<(usize, &[u8], &[u8])> = ops
+        .iter()
+        .enumerate()
+        .filter_map(|(i, o)| o.range().map(|(lo, hi)| (i, lo, hi)))
+        .collect();
     let mut torn = 0;
-    for i in 0..upto {
-        if let Op::Batch(ops) = op(seed, i) {
-            let fresh: Vec<&Vec<u8>> = ops
+    for (i, o) in ops.iter().enumerate() {
+        if let Op::Batch(_, batch) = o {
+            let removed_later =
+                |k: &[u8]| ranges.iter().any(|&(j, lo, hi)| j > i && lo <= k && k < hi);
+            let fresh: Vec<&Vec<u8>> = batch
                 .iter()
-                .filter(|(_, v)| v.is_some())
+                .filter(|(k, v)| v.is_some() && !removed_later(k))
                 .map(|(k, _)| k)
                 .collect();
             let present = fresh

@@ -326,6 +326,8 @@ struct GetJson {
     value: Option<String>,
     memtables_searched: usize,
     memtable_hit: bool,
+    range_tombstone_checks: u64,
+    range_covered: bool,
     tables: Vec<Visit>,
     data_block_reads: u64,
     block_cache_hits: u64,
@@ -340,6 +342,7 @@ fn outcome_name(o: TableOutcome) -> &'static str {
         TableOutcome::NotFound => "no filter; not found",
         TableOutcome::Found => "found",
         TableOutcome::Tombstone => "tombstone",
+        TableOutcome::RangeDeleted => "covered by a range tombstone",
     }
 }
 
@@ -355,6 +358,8 @@ pub fn get(args: &GetArgs, json: bool) -> Result<(), CliError> {
         value: value.as_deref().map(|v| show(v, args.hex)),
         memtables_searched: trace.memtables_searched,
         memtable_hit: trace.memtable_hit,
+        range_tombstone_checks: trace.range_tombstone_checks,
+        range_covered: trace.range_covered,
         tables: trace
             .tables
             .iter()
@@ -396,6 +401,20 @@ pub fn get(args: &GetArgs, json: bool) -> Result<(), CliError> {
                 }
             ),
         )?;
+        if doc.range_tombstone_checks > 0 {
+            line(
+                &mut out,
+                &format!(
+                    "range tombstones asked in {} memtables or tables{}",
+                    doc.range_tombstone_checks,
+                    if doc.range_covered {
+                        "; the key is covered by a range tombstone (deleted)"
+                    } else {
+                        "; none covers the key"
+                    }
+                ),
+            )?;
+        }
         line(
             &mut out,
             &format!(

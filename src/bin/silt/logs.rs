@@ -11,6 +11,10 @@ struct Op {
     op: &'static str,
     key: String,
     value: Option<String>,
+    /// For a range delete `[key, end)`: the end (absent for one running to the end of the
+    /// key space).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    end: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -103,9 +107,18 @@ pub fn wal_dump(file: &Path, hex: bool, json: bool) -> Result<(), CliError> {
                 ops.iter()
                     .map(|o| Op {
                         seq: o.seq,
-                        op: if o.tombstone { "delete" } else { "put" },
+                        op: match (&o.range_end, o.tombstone) {
+                            (Some(_), _) => "range_delete",
+                            (None, true) => "delete",
+                            (None, false) => "put",
+                        },
                         key: show(&o.key, hex),
                         value: (!o.tombstone).then(|| show(&o.value, hex)),
+                        end: o
+                            .range_end
+                            .as_ref()
+                            .and_then(|e| e.as_ref())
+                            .map(|e| show(e, hex)),
                     })
                     .collect()
             }),
@@ -131,9 +144,20 @@ pub fn wal_dump(file: &Path, hex: bool, json: bool) -> Result<(), CliError> {
                     ),
                 )?;
                 for o in ops {
-                    match &o.value {
-                        Some(v) => line(&mut out, &format!("  {} put {} => {}", o.seq, o.key, v))?,
-                        None => line(&mut out, &format!("  {} delete {}", o.seq, o.key))?,
+                    match (&o.value, o.op) {
+                        (Some(v), _) => {
+                            line(&mut out, &format!("  {} put {} => {}", o.seq, o.key, v))?
+                        }
+                        (None, "range_delete") => line(
+                            &mut out,
+                            &format!(
+                                "  {} range_delete [{}, {})",
+                                o.seq,
+                                o.key,
+                                o.end.as_deref().unwrap_or("<end of keys>")
+                            ),
+                        )?,
+                        (None, _) => line(&mut out, &format!("  {} delete {}", o.seq, o.key))?,
                     }
                 }
             }

@@ -317,7 +317,9 @@ fn run_reads(
                     wasted += p;
                 }
                 TableOutcome::NotFound => wasted += 1.0,
-                TableOutcome::Found | TableOutcome::Tombstone => wasted += 1.0,
+                TableOutcome::Found | TableOutcome::Tombstone | TableOutcome::RangeDeleted => {
+                    wasted += 1.0
+                }
                 TableOutcome::OutOfRange => {}
             }
         }

@@ -128,6 +128,40 @@ struct InfoJson {
     data_bytes: u64,
     level: u64,
     filter: Option<FilterSummary>,
+    /// Range tombstones (one per fragment and sequence number), and the fragments.
+    range_deletions: u64,
+    range_tombstones: Vec<RangeJson>,
+}
+
+/// One range tombstone of a table: `[start, end)` at `seq` (`end` null: to the end of the
+/// key space).
+#[derive(Serialize)]
+struct RangeJson {
+    start: String,
+    end: Option<String>,
+    seq: u64,
+}
+
+fn range_tombstones(t: &TableReader) -> Vec<RangeJson> {
+    t.range_tombstones()
+        .into_iter()
+        .map(|(start, end, seq)| RangeJson {
+            start: show(&start, false),
+            end: end.map(|e| show(&e, false)),
+            seq,
+        })
+        .collect()
+}
+
+impl RangeJson {
+    fn text(&self) -> String {
+        format!(
+            "[{}, {}) @{} RANGE DELETED",
+            self.start,
+            self.end.as_deref().unwrap_or("<end of keys>"),
+            self.seq
+        )
+    }
 }
 
 /// `silt sst info FILE`.
@@ -163,6 +197,8 @@ pub fn info(file: &Path, json: bool) -> Result<(), CliError> {
         data_bytes: p.data_bytes,
         level: p.level,
         filter: filter_summary(&t),
+        range_deletions: p.range_deletions,
+        range_tombstones: range_tombstones(&t),
     };
     if json {
         return print_json(&doc);
@@ -216,6 +252,13 @@ pub fn info(file: &Path, json: bool) -> Result<(), CliError> {
         ),
     )?;
     line(&mut out, &format!("written for     L{}", doc.level))?;
+    line(
+        &mut out,
+        &format!("range deletes   {}", doc.range_deletions),
+    )?;
+    for r in &doc.range_tombstones {
+        line(&mut out, &format!("  {}", r.text()))?;
+    }
     match &doc.filter {
         Some(f) => line(&mut out, &format!("filter          {}", f.text()))?,
         None => line(&mut out, "filter          none")?,
@@ -971,6 +1014,26 @@ pub fn dump(args: &DumpArgs, json: bool) -> Result<(), CliError> {
             line(&mut out, &format!("{k} @{} => {v}", e.seq))?;
         }
         printed += 1;
+    }
+    // Range tombstones come after the entries: those that meet [--from, --to).
+    for (start, end, seq) in t.range_tombstones() {
+        let before_from = from
+            .as_ref()
+            .is_some_and(|f| end.as_ref().is_some_and(|e| e <= f));
+        if before_from || to.as_ref().is_some_and(|t| start >= *t) {
+            continue;
+        }
+        let r = RangeJson {
+            start: show(&start, args.hex),
+            end: end.map(|e| show(&e, args.hex)),
+            seq,
+        };
+        if json {
+            let doc = serde_json::json!({ "range_delete": r });
+            line(&mut out, &serde_json::to_string(&doc)?)?;
+        } else {
+            line(&mut out, &r.text())?;
+        }
     }
     out.flush().or_else(|e| {
         if e.kind() == std::io::ErrorKind::BrokenPipe {
