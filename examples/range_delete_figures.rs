@@ -79,6 +79,26 @@ fn mib(b: u64) -> f64 {
     b as f64 / (1 << 20) as f64
 }
 
+/// Bytes as B, KiB or MiB.
+fn size(b: u64) -> String {
+    match b {
+        0..1024 => format!("{b} B"),
+        1024..1_048_576 => format!("{:.1} KiB", b as f64 / 1024.0),
+        _ => format!("{:.1} MiB", mib(b)),
+    }
+}
+
+/// Seconds as µs, ms or s.
+fn time(s: f64) -> String {
+    if s < 1e-3 {
+        format!("{:.0} µs", s * 1e6)
+    } else if s < 1.0 {
+        format!("{:.1} ms", s * 1e3)
+    } else {
+        format!("{s:.2} s")
+    }
+}
+
 fn run(dir: &Path, n: u64, mode: &str) {
     let db = load(dir, n);
     let snapshot = (mode == "range+snapshot").then(|| db.snapshot());
@@ -106,20 +126,48 @@ fn run(dir: &Path, n: u64, mode: &str) {
     let (after_secs, after_n, after_read) = scan(&db);
     let disk = db.disk_size().expect("disk size");
     println!(
-        "| {mode} | {records} | {:.1} MiB | {:.3} s | {:.3} s ({scan_n} keys, {:.1} MiB read) | {:.2} s, {:.1} MiB read, {:.1} MiB written, {} tables unread | {:.4} s ({after_n} keys, {:.2} MiB read) | {:.1} MiB |",
-        mib(del_bytes),
-        del_secs,
-        scan_secs,
-        mib(scan_read),
-        compact_secs,
-        mib(s1.bytes_compacted_read - s0.bytes_compacted_read),
-        mib(compact_written),
+        "| {mode} | {records} | {} | {} | {} ({scan_n} keys, {} read) | {}, {} read, {} written, {} tables unread | {} ({after_n} keys, {} read) | {} |",
+        size(del_bytes),
+        time(del_secs),
+        time(scan_secs),
+        size(scan_read),
+        time(compact_secs),
+        size(s1.bytes_compacted_read - s0.bytes_compacted_read),
+        size(compact_written),
         s1.tables_dropped_unread - s0.tables_dropped_unread,
-        after_secs,
-        mib(after_read),
-        mib(disk),
+        time(after_secs),
+        size(after_read),
+        size(disk),
     );
     drop(snapshot);
+    db.close().expect("close");
+}
+
+/// N/10 range removes of 10 keys each, one call each, over the loaded keys: the cost of a
+/// range remove when a memtable holds many, and of gets among them.
+fn many_small(dir: &Path, n: u64) {
+    let db = load(dir, n);
+    let calls = n / 10;
+    let t = Instant::now();
+    for c in 0..calls {
+        db.remove_range(key(c * 10)..key(c * 10 + 10))
+            .expect("remove_range");
+    }
+    let secs = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let gets = 100_000u64;
+    let mut found = 0u64;
+    for i in 0..gets {
+        found += u64::from(db.get(key(i * 7 % n)).expect("get").is_some());
+    }
+    let get_secs = t.elapsed().as_secs_f64();
+    let (scan_secs, scan_n, _) = scan(&db);
+    println!(
+        "\n{calls} range removes of 10 keys each: {} per call; then {gets} gets: {} per get ({found} found); full scan {} ({scan_n} keys)",
+        time(secs / calls as f64),
+        time(get_secs / gets as f64),
+        time(scan_secs),
+    );
     db.close().expect("close");
 }
 
@@ -139,5 +187,6 @@ fn main() {
     for mode in ["range", "point", "range+snapshot"] {
         run(dir, n, mode);
     }
+    many_small(dir, n);
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -151,6 +151,18 @@ impl Db {
     /// Errors: [`Error::InvalidArgument`] for a range that holds no key (`a..a`, or inverted
     /// such as `b..a`) or a bound over 64 KiB (nothing is written); otherwise as
     /// [`insert`](Db::insert).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = siltdb::Db::open(dir.path())?;
+    /// for i in 0..100 {
+    ///     db.insert(format!("log:{i:04}"), "entry")?;
+    /// }
+    /// db.remove_range("log:0000".."log:0090")?; // one WAL record
+    /// assert_eq!(db.iter().count(), 10);
+    /// assert!(db.remove_range("b".."a").is_err()); // inverted: InvalidArgument
+    /// # Ok::<(), siltdb::Error>(())
+    /// ```
     pub fn remove_range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<()> {
         self.remove_range_with(range, WriteOptions::default())
     }

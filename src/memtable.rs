@@ -7,9 +7,11 @@
 //! A [`ScalableBloom`] filter over its user keys sits in front of the skiplist, so a get for a
 //! key the memtable does not hold usually skips the skiplist walk.
 //!
-//! Range tombstones sit beside the skiplist, kept fragmented ([`Fragments`], rebuilt on each
-//! range delete: they are few), so that a get or a scan asks them with one binary search. A
-//! memtable that never saw one answers "none" from a flag.
+//! Range tombstones sit beside the skiplist ([`MemRangeDels`]): the fragments built so far and
+//! the few written since, which are folded in once they number more than the square root of
+//! the built ones (at least 32), so that a range delete costs amortised `O(sqrt n)` however
+//! many a memtable takes, and a get asks one binary search and a short list. A memtable that
+//! never saw one answers "none" from a flag.
 
 use crate::filter::hash_key;
 use crate::filter::scalable::ScalableBloom;
@@ -47,10 +49,82 @@ pub(crate) struct Memtable {
     filter: ScalableBloom,
     approx_bytes: AtomicUsize,
     wal_number: u64,
-    /// Range tombstones as written, and fragmented (what readers ask).
-    range_dels: Mutex<Vec<RangeTombstone>>,
-    range_frags: ArcSwap<Fragments>,
+    /// Range tombstones as readers see them; the mutex orders writers of them.
+    range_dels: ArcSwap<MemRangeDels>,
+    range_writer: Mutex<()>,
     has_range_dels: AtomicBool,
+}
+
+/// A memtable's range tombstones: fragments built so far, and the tombstones written since
+/// (newest first, a shared list: adding one copies nothing).
+#[derive(Debug, Default)]
+pub(crate) struct MemRangeDels {
+    built: Arc<Fragments>,
+    /// `built.len()`, kept: counting walks every piece.
+    built_len: usize,
+    recent: Option<Arc<Recent>>,
+    recent_len: usize,
+}
+
+/// One node of the list of recent range tombstones.
+#[derive(Debug)]
+struct Recent {
+    t: RangeTombstone,
+    next: Option<Arc<Recent>>,
+}
+
+impl MemRangeDels {
+    /// The newest sequence number at or below `read_seq` of a tombstone covering `key`; 0 if
+    /// none (see [`Fragments::covering_seq`]).
+    pub(crate) fn covering_seq(&self, key: &[u8], read_seq: SeqNo) -> SeqNo {
+        let recent = self
+            .recent()
+            .filter(|t| t.seq <= read_seq && t.start[..] <= *key)
+            .filter(|t| t.end.as_ref().is_none_or(|e| *key < e[..]))
+            .map(|t| t.seq)
+            .max()
+            .unwrap_or(0);
+        recent.max(self.built.covering_seq(key, read_seq))
+    }
+
+    /// The tombstones written since the last fold, newest first.
+    fn recent(&self) -> impl Iterator<Item = &RangeTombstone> {
+        std::iter::successors(self.recent.as_deref(), |n| n.next.as_deref()).map(|n| &n.t)
+    }
+
+    /// All of them, fragmented.
+    pub(crate) fn fragments(&self) -> Arc<Fragments> {
+        if self.recent.is_none() {
+            return self.built.clone();
+        }
+        let recent = Fragments::build(self.recent().cloned());
+        Arc::new(self.built.union(&recent))
+    }
+
+    /// With `t` added: at the head of the recent list, or, once that holds more than the
+    /// square root of the built pieces (at least 32), everything folded into new fragments.
+    fn with(&self, t: RangeTombstone) -> MemRangeDels {
+        let limit = ((self.built_len as f64).sqrt() as usize).max(32);
+        let next = MemRangeDels {
+            built: self.built.clone(),
+            built_len: self.built_len,
+            recent: Some(Arc::new(Recent {
+                t,
+                next: self.recent.clone(),
+            })),
+            recent_len: self.recent_len + 1,
+        };
+        if next.recent_len <= limit {
+            return next;
+        }
+        let built = next.fragments();
+        MemRangeDels {
+            built_len: built.len(),
+            built,
+            recent: None,
+            recent_len: 0,
+        }
+    }
 }
 
 /// An entry copied out of the memtable.
@@ -84,8 +158,8 @@ impl Memtable {
             filter,
             approx_bytes: AtomicUsize::new(0),
             wal_number,
-            range_dels: Mutex::new(Vec::new()),
-            range_frags: ArcSwap::from_pointee(Fragments::default()),
+            range_dels: ArcSwap::from_pointee(MemRangeDels::default()),
+            range_writer: Mutex::new(()),
             has_range_dels: AtomicBool::new(false),
         }
     }
@@ -108,20 +182,22 @@ impl Memtable {
     /// space). Readers see it before the writer publishes `seq`.
     pub(crate) fn insert_range_delete(&self, start: Bytes, end: Option<Bytes>, seq: SeqNo) {
         let size = start.len() + end.as_ref().map_or(0, |e| e.len()) + ENTRY_OVERHEAD;
-        let mut raw = self.range_dels.lock();
-        raw.push(RangeTombstone { start, end, seq });
-        self.range_frags
-            .store(Arc::new(Fragments::build(raw.iter().cloned())));
+        let _writer = self.range_writer.lock();
+        let next = self
+            .range_dels
+            .load()
+            .with(RangeTombstone { start, end, seq });
+        self.range_dels.store(Arc::new(next));
         self.has_range_dels.store(true, Ordering::Release);
         self.approx_bytes.fetch_add(size, Ordering::Relaxed);
     }
 
-    /// The memtable's range tombstones, fragmented; `None` if it has none (the common case,
-    /// answered from a flag).
-    pub(crate) fn range_tombstones(&self) -> Option<Arc<Fragments>> {
+    /// The memtable's range tombstones; `None` if it has none (the common case, answered
+    /// from a flag).
+    pub(crate) fn range_tombstones(&self) -> Option<Arc<MemRangeDels>> {
         self.has_range_dels
             .load(Ordering::Acquire)
-            .then(|| self.range_frags.load_full())
+            .then(|| self.range_dels.load_full())
     }
 
     /// Approximate memory held, in bytes.
@@ -265,6 +341,43 @@ mod tests {
         assert_eq!(f.covering_seq(b"g", 10), 7);
         assert_eq!(f.covering_seq(b"g", 6), 4);
         assert_eq!(f.covering_seq(b"zz", 6), 0);
+        assert_eq!(f.fragments().covering_seq(b"g", 6), 4);
+    }
+
+    #[test]
+    fn many_range_deletes_fold_into_fragments_and_answer_the_same() {
+        let m = Memtable::new(1);
+        // Disjoint and nested ranges, far more than the recent list holds.
+        for i in 0..2000u64 {
+            let start = format!("k{:05}", (i * 7919) % 10_000);
+            let end = format!("k{:05}", (i * 7919) % 10_000 + 1 + i % 50);
+            m.insert_range_delete(b(&start), Some(b(&end)), i + 1);
+        }
+        let view = m.range_tombstones().unwrap();
+        let limit = ((view.built.len() as f64).sqrt() as usize).max(32);
+        assert!(!view.built.is_empty() && view.recent_len <= limit);
+        assert_eq!(view.recent().count(), view.recent_len);
+        let all = view.fragments();
+        for probe in (0..10_100u64).step_by(37) {
+            let key = format!("k{probe:05}");
+            for read in [500, 1500, 3000] {
+                let want = (0..2000u64)
+                    .filter(|i| *i < read)
+                    .filter(|i| {
+                        let s = (i * 7919) % 10_000;
+                        (s..s + 1 + i % 50).contains(&probe)
+                    })
+                    .map(|i| i + 1)
+                    .max()
+                    .unwrap_or(0);
+                assert_eq!(
+                    view.covering_seq(key.as_bytes(), read),
+                    want,
+                    "{key}@{read}"
+                );
+                assert_eq!(all.covering_seq(key.as_bytes(), read), want);
+            }
+        }
     }
 
     #[test]

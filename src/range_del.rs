@@ -114,6 +114,61 @@ impl Fragments {
         Fragments { frags }
     }
 
+    /// The union of two fragmented sets, fragmented: one sweep over both (they are sorted),
+    /// `O(n + m)`, where [`build`](Self::build) sorts everything again.
+    pub(crate) fn union(&self, other: &Fragments) -> Fragments {
+        fn bounds(f: &Fragments) -> impl Iterator<Item = &Bytes> {
+            f.frags
+                .iter()
+                .flat_map(|f| std::iter::once(&f.start).chain(f.end.as_ref()))
+        }
+        let mut points: Vec<&Bytes> =
+            Vec::with_capacity(2 * (self.frags.len() + other.frags.len()));
+        let (mut a, mut b) = (bounds(self).peekable(), bounds(other).peekable());
+        loop {
+            let next = match (a.peek(), b.peek()) {
+                (Some(x), Some(y)) if x <= y => a.next(),
+                (Some(_), Some(_)) => b.next(),
+                (Some(_), None) => a.next(),
+                (None, Some(_)) => b.next(),
+                (None, None) => break,
+            };
+            if let Some(p) = next {
+                if points.last() != Some(&p) {
+                    points.push(p);
+                }
+            }
+        }
+        // The fragment of `f` covering `p`, moving `i` forward.
+        fn at<'a>(f: &'a Fragments, i: &mut usize, p: &[u8]) -> Option<&'a Fragment> {
+            while f.frags.get(*i).is_some_and(|x| !end_above(&x.end, p)) {
+                *i += 1;
+            }
+            f.frags.get(*i).filter(|x| x.start[..] <= *p)
+        }
+        let (mut i, mut j) = (0, 0);
+        let mut frags = Vec::new();
+        for (k, p) in points.iter().enumerate() {
+            let (x, y) = (at(self, &mut i, p), at(other, &mut j, p));
+            let seqs = match (x, y) {
+                (None, None) => continue,
+                (Some(f), None) | (None, Some(f)) => f.seqs.clone(),
+                (Some(f), Some(g)) => {
+                    let mut s: Vec<SeqNo> = f.seqs.iter().chain(&g.seqs).copied().collect();
+                    s.sort_unstable_by(|a, b| b.cmp(a));
+                    s.dedup();
+                    s
+                }
+            };
+            frags.push(Fragment {
+                start: (*p).clone(),
+                end: points.get(k + 1).map(|e| (*e).clone()),
+                seqs,
+            });
+        }
+        Fragments { frags }
+    }
+
     /// Every tombstone the fragments hold, one per fragment and sequence number.
     pub(crate) fn tombstones(&self) -> impl Iterator<Item = RangeTombstone> + '_ {
         self.frags.iter().flat_map(|f| {
@@ -517,7 +572,15 @@ mod tests {
                 prop_assert_eq!(f.covering_seq(k, *read), want);
             }
             prop_assert_eq!(Fragments::decode(&f.encode()).unwrap(), f.clone());
-            prop_assert_eq!(merge([&f, &Fragments::default()]), f);
+            prop_assert_eq!(merge([&f, &Fragments::default()]), f.clone());
+            // A union of two halves answers like fragmenting the whole.
+            let (x, y) = ts.split_at(ts.len() / 2);
+            let u = Fragments::build(x.to_vec()).union(&Fragments::build(y.to_vec()));
+            for (k, read) in &probes {
+                prop_assert_eq!(u.covering_seq(k, *read), f.covering_seq(k, *read));
+            }
+            prop_assert!(u.frags.windows(2).all(|w| w[0].end.as_ref().is_some_and(|e| *e <= w[1].start)));
+            prop_assert_eq!(Fragments::decode(&u.encode()).unwrap(), u);
         }
     }
 }

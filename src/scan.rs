@@ -70,8 +70,6 @@ struct MemIter {
     ahead: std::collections::VecDeque<(InternalKey, Bytes)>,
     batch: usize,
     done: bool,
-    /// Where the next batch starts instead of after `front` (set by a skip).
-    seek: Option<Bytes>,
 }
 
 impl MemIter {
@@ -91,11 +89,9 @@ impl Iterator for MemIter {
             return None;
         }
         if self.ahead.is_empty() {
-            let seek = self.seek.take();
-            let from = match (&seek, &self.front) {
-                (Some(s), _) => Some((&s[..], u64::MAX, true)),
-                (None, Some(k)) => Some((&k.user_key[..], k.trailer, false)),
-                (None, None) => match &self.range.lo {
+            let from = match &self.front {
+                Some(k) => Some((&k.user_key[..], k.trailer, false)),
+                None => match &self.range.lo {
                     Bound::Included(b) => Some((&b[..], u64::MAX, true)),
                     Bound::Excluded(b) => Some((&b[..], 0, false)),
                     Bound::Unbounded => None,
@@ -119,21 +115,8 @@ impl Iterator for MemIter {
     }
 }
 
-impl InternalIter for MemIter {
-    fn skip_front_to(&mut self, key: &[u8]) -> Result<()> {
-        while self
-            .ahead
-            .front()
-            .is_some_and(|(k, _)| k.user_key[..] < *key)
-        {
-            self.ahead.pop_front();
-        }
-        if self.ahead.is_empty() && self.front.as_ref().is_none_or(|f| f.user_key[..] < *key) {
-            self.seek = Some(Bytes::copy_from_slice(key));
-        }
-        Ok(())
-    }
-}
+/// A memtable does not know how old its entries are: it never skips.
+impl InternalIter for MemIter {}
 
 impl DoubleEndedIterator for MemIter {
     fn next_back(&mut self) -> Option<Result<Entry>> {
@@ -175,8 +158,6 @@ pub struct Iter {
     merge: MergeIter,
     /// The range tombstones of every source, merged; `None` if no source has any.
     range_dels: Option<Fragments>,
-    /// The end of the last range tombstone the front skipped to.
-    skipped_to: Option<Bytes>,
     last_front: Option<Bytes>,
     last_back: Option<Bytes>,
     done: bool,
@@ -202,17 +183,15 @@ pub(crate) fn new_iter(
     seq: SeqNo,
     range: KeyRange,
 ) -> Iter {
-    // Each source with the largest sequence number it can hold (a memtable: unknown), which
-    // tells a skip over a range tombstone whether the source's entries are all older.
-    let mut sources: Vec<(BoxedIter, SeqNo)> = Vec::new();
+    let mut sources: Vec<BoxedIter> = Vec::new();
     let mut range_dels = None;
     if !range.is_empty() {
         match gather_range_dels(&state, &range) {
             Ok(rd) => range_dels = rd,
-            Err(e) => sources.push((failed(e), SeqNo::MAX)),
+            Err(e) => sources.push(failed(e)),
         }
         for mem in std::iter::once(&state.mem).chain(state.imms.iter()) {
-            let it = MemIter {
+            sources.push(Box::new(MemIter {
                 mem: mem.clone(),
                 range: range.clone(),
                 front: None,
@@ -220,25 +199,25 @@ pub(crate) fn new_iter(
                 ahead: std::collections::VecDeque::new(),
                 batch: 4,
                 done: false,
-                seek: None,
-            };
-            sources.push((Box::new(it), SeqNo::MAX));
+            }));
         }
         for t in &state.version.levels[0] {
             if !range.overlaps(t.meta.smallest_user(), t.meta.largest_user()) {
                 continue;
             }
             match table_entries(t, range.clone(), CacheUse::Fill) {
-                Ok(it) => sources.push((Box::new(it), t.meta.max_seq)),
-                Err(e) => sources.push((failed(e), SeqNo::MAX)),
+                Ok(it) => sources.push(Box::new(it)),
+                Err(e) => sources.push(failed(e)),
             }
         }
         for level in 1..NUM_LEVELS {
             let tables = &state.version.levels[level];
             if !tables.is_empty() {
-                let max_seq = tables.iter().map(|t| t.meta.max_seq).max().unwrap_or(0);
-                let it = level_entries(tables, range.clone(), CacheUse::Fill);
-                sources.push((Box::new(it), max_seq));
+                sources.push(Box::new(level_entries(
+                    tables,
+                    range.clone(),
+                    CacheUse::Fill,
+                )));
             }
         }
     }
@@ -246,9 +225,8 @@ pub(crate) fn new_iter(
         read,
         _state: state,
         seq,
-        merge: MergeIter::with_max_seqs(sources),
+        merge: MergeIter::new(sources),
         range_dels,
-        skipped_to: None,
         last_front: None,
         last_back: None,
         done: false,
@@ -261,7 +239,7 @@ pub(crate) fn new_iter(
 fn gather_range_dels(state: &ReadState, range: &KeyRange) -> Result<Option<Fragments>> {
     let mut parts: Vec<Arc<Fragments>> = Vec::new();
     for mem in std::iter::once(&state.mem).chain(state.imms.iter()) {
-        parts.extend(mem.range_tombstones());
+        parts.extend(mem.range_tombstones().map(|r| r.fragments()));
     }
     for (level, tables) in state.version.levels.iter().enumerate() {
         // L1+ is sorted and disjoint: start at the first table that can reach the range.
@@ -292,10 +270,9 @@ impl Iter {
             .is_some_and(|rd| rd.covering_seq(&e.user_key, self.seq) > e.seq())
     }
 
-    /// Before the front walks on from `e`, a key a range tombstone deletes: every source
-    /// whose entries are all older than the tombstone skips to the tombstone's end, passing
-    /// over whole blocks and tables without reading them. Sources that may hold newer
-    /// versions (memtables, tables with newer writes) are walked as before.
+    /// Before the front walks on from `e`, a key a range tombstone deletes: the sources skip
+    /// what they know that tombstone deletes up to its end (tables and blocks whose entries
+    /// are all older pass unread). Memtables, and tables with newer writes, are walked.
     fn skip_covered(&mut self, e: &Entry) -> Result<()> {
         let Some(rd) = &self.range_dels else {
             return Ok(());
@@ -303,14 +280,8 @@ impl Iter {
         let Some((seq, end)) = rd.covering(&e.user_key, self.seq) else {
             return Ok(());
         };
-        let end: &[u8] = end.unwrap_or(&END_OF_KEYS[..]);
-        if self.skipped_to.as_ref().is_some_and(|s| s[..] >= *end) {
-            return Ok(());
-        }
-        let end = Bytes::copy_from_slice(end);
-        self.merge.skip_front_to(&end, seq)?;
-        self.skipped_to = Some(end);
-        Ok(())
+        let end = Bytes::copy_from_slice(end.unwrap_or(&END_OF_KEYS[..]));
+        self.merge.skip_front_to(&end, seq)
     }
 
     fn fail(&mut self, e: Error) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
@@ -474,7 +445,6 @@ mod tests {
             ahead: std::collections::VecDeque::new(),
             batch: 4,
             done: false,
-            seek: None,
         };
         assert_eq!(it.next().unwrap().unwrap().user_key, "b");
         assert_eq!(it.next_back().unwrap().unwrap().user_key, "d");

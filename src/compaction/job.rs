@@ -232,7 +232,7 @@ pub(crate) fn flush_memtable(
     let filter = filter_for_new_table(ctx.opts, version, &incoming);
     let range_dels = mem
         .range_tombstones()
-        .map(|f| (*f).clone())
+        .map(|r| (*r.fragments()).clone())
         .unwrap_or_default();
     let mut outputs = Outputs::new(ctx, 0, filter, range_dels);
     for (k, v) in mem.iter() {

@@ -2,6 +2,7 @@
 
 use super::{Entry, InternalIter};
 use crate::error::Result;
+use crate::key::SeqNo;
 
 /// A sequence of chunks, each loaded on demand.
 pub(crate) trait ChunkSource {
@@ -9,11 +10,12 @@ pub(crate) trait ChunkSource {
     type Chunk: InternalIter;
     /// Loads chunk `i`.
     fn load(&mut self, i: usize) -> Result<Self::Chunk>;
-    /// A user key at or above every user key of chunk `i`, if known without loading it (lets
-    /// [`InternalIter::skip_front_to`] pass over the chunk unread).
-    fn last_user_key(&self, i: usize) -> Option<&[u8]> {
-        let _ = i;
-        None
+    /// True if chunk `i`, by what is known without loading it, holds only entries whose user
+    /// key is below `key` and whose sequence number is below `seq` (lets
+    /// [`InternalIter::skip_front_to`] pass over it unread). The default knows nothing.
+    fn skippable(&self, i: usize, key: &[u8], seq: SeqNo) -> bool {
+        let _ = (i, key, seq);
+        false
     }
 }
 
@@ -27,7 +29,7 @@ pub(crate) struct Chunked<S: ChunkSource> {
     back: Option<S::Chunk>,
     failed: bool,
     /// A skip to apply to the next chunk the front loads.
-    pending_skip: Option<Vec<u8>>,
+    pending_skip: Option<(Vec<u8>, SeqNo)>,
 }
 
 impl<S: ChunkSource> Chunked<S> {
@@ -67,8 +69,8 @@ impl<S: ChunkSource> Iterator for Chunked<S> {
             if self.next_front < self.next_back {
                 match self.source.load(self.next_front) {
                     Ok(mut c) => {
-                        if let Some(k) = self.pending_skip.take() {
-                            if let Err(e) = c.skip_front_to(&k) {
+                        if let Some((k, seq)) = self.pending_skip.take() {
+                            if let Err(e) = c.skip_front_to(&k, seq) {
                                 return self.fail(e);
                             }
                         }
@@ -88,34 +90,23 @@ impl<S: ChunkSource> Iterator for Chunked<S> {
 }
 
 impl<S: ChunkSource + Send> InternalIter for Chunked<S> {
-    fn skip_front_to(&mut self, key: &[u8]) -> Result<()> {
+    fn skip_front_to(&mut self, key: &[u8], seq: SeqNo) -> Result<()> {
         if self.failed {
             return Ok(());
         }
         if let Some(front) = self.front.as_mut() {
-            front.skip_front_to(key)?;
+            front.skip_front_to(key, seq)?;
         }
-        // Chunks are sorted: one whose last key is below `key` holds nothing at or above it,
-        // and once one reaches `key`, every later one does.
-        let mut skipped = false;
-        while self.next_front < self.next_back
-            && self
-                .source
-                .last_user_key(self.next_front)
-                .is_some_and(|last| last < key)
-        {
+        // Chunks after the front one come after what is left of it: passing over them keeps
+        // the order.
+        while self.next_front < self.next_back && self.source.skippable(self.next_front, key, seq) {
             self.next_front += 1;
-            skipped = true;
-        }
-        if skipped {
-            // The loaded front chunk ends below the chunks it skipped to.
-            self.front = None;
         }
         if self.next_front < self.next_back {
-            self.pending_skip = Some(key.to_vec());
+            self.pending_skip = Some((key.to_vec(), seq));
         } else if self.front.is_none() {
             if let Some(back) = self.back.as_mut() {
-                back.skip_front_to(key)?;
+                back.skip_front_to(key, seq)?;
             }
         }
         Ok(())
@@ -164,6 +155,11 @@ mod tests {
 
     impl ChunkSource for Vecs {
         type Chunk = std::vec::IntoIter<Result<Entry>>;
+        fn skippable(&self, i: usize, key: &[u8], seq: SeqNo) -> bool {
+            self.chunks[i]
+                .iter()
+                .all(|e| e.user_key[..] < *key && e.seq() < seq)
+        }
         fn load(&mut self, i: usize) -> Result<Self::Chunk> {
             self.loads.push(i);
             Ok(self.chunks[i]
@@ -173,6 +169,21 @@ mod tests {
                 .collect::<Vec<_>>()
                 .into_iter())
         }
+    }
+
+    /// Chunks loaded by taking `taken` entries from the front of chunks of these sizes.
+    fn taken_chunks(seqs: &[Vec<u64>], taken: usize) -> usize {
+        if taken == 0 {
+            return 0;
+        }
+        let mut seen = 0;
+        for (i, c) in seqs.iter().enumerate() {
+            seen += c.len();
+            if seen >= taken {
+                return i + 1;
+            }
+        }
+        seqs.len()
     }
 
     proptest! {
@@ -204,6 +215,46 @@ mod tests {
             loads.sort();
             loads.dedup();
             prop_assert_eq!(loads.len(), it.source.loads.len());
+        }
+
+        /// A skip drops only entries below the key and older than the sequence number, keeps
+        /// the order, and the next chunk it loads is not one it could have passed over.
+        #[test]
+        fn a_skip_drops_only_older_entries_below_the_key(
+            seqs in proptest::collection::vec(proptest::collection::vec(1u64..6, 0..4), 0..8),
+            taken in 0usize..6,
+            to in 0u32..40,
+            seq in 1u64..7,
+        ) {
+            let mut n = 0;
+            let chunks: Vec<Vec<Entry>> = seqs
+                .iter()
+                .map(|c| c.iter().map(|&q| { n += 1; entry(&format!("{n:03}"), q) }).collect())
+                .collect();
+            let all: Vec<Entry> = chunks.iter().flatten().cloned().collect();
+            let len = chunks.len();
+            let mut it = Chunked::new(Vecs { chunks, loads: vec![] }, 0, len);
+            let mut got: Vec<Entry> = it.by_ref().take(taken).map(|e| e.unwrap()).collect();
+            let key = format!("{to:03}");
+            it.skip_front_to(key.as_bytes(), seq).unwrap();
+            got.extend(it.by_ref().map(|e| e.unwrap()));
+            prop_assert!(got.windows(2).all(|w| w[0].cmp_key(&w[1]).is_lt()));
+            for e in &all[taken.min(all.len())..] {
+                let may_go = e.user_key[..] < *key.as_bytes() && e.seq() < seq;
+                prop_assert!(may_go || got.contains(e), "{e:?} dropped");
+            }
+            // Chunks loaded after the skip: the first of them is not one it could pass over.
+            let loaded_before = taken_chunks(&seqs, taken);
+            if let Some(&first) = it.source.loads.get(loaded_before) {
+                let skippable = seqs[first]
+                    .iter()
+                    .enumerate()
+                    .all(|(j, &q)| {
+                        let k = seqs[..first].iter().map(Vec::len).sum::<usize>() + j + 1;
+                        format!("{k:03}") < key && q < seq
+                    });
+                prop_assert!(!skippable || seqs[first].is_empty(), "chunk {first} loaded");
+            }
         }
     }
 }

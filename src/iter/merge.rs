@@ -17,8 +17,6 @@ struct Source {
     back_done: bool,
     /// The back end was asked once: the source no longer skips (see `skip_front_to`).
     back_used: bool,
-    /// The largest sequence number the source can hold (`SeqNo::MAX`: unknown).
-    max_seq: SeqNo,
 }
 
 impl Source {
@@ -61,23 +59,16 @@ pub(crate) struct MergeIter {
 
 impl MergeIter {
     pub(crate) fn new(iters: Vec<BoxedIter>) -> Self {
-        Self::with_max_seqs(iters.into_iter().map(|i| (i, SeqNo::MAX)).collect())
-    }
-
-    /// A merge whose sources come with the largest sequence number each can hold, for
-    /// [`skip_front_to`](Self::skip_front_to).
-    pub(crate) fn with_max_seqs(iters: Vec<(BoxedIter, SeqNo)>) -> Self {
         MergeIter {
             sources: iters
                 .into_iter()
-                .map(|(iter, max_seq)| Source {
+                .map(|iter| Source {
                     iter,
                     front: None,
                     back: None,
                     front_done: false,
                     back_done: false,
                     back_used: false,
-                    max_seq,
                 })
                 .collect(),
             error: None,
@@ -85,25 +76,28 @@ impl MergeIter {
         }
     }
 
-    /// Drops, from the front of every source whose entries are all older than `seq` (its
-    /// largest sequence number is below it), the entries whose user key is below `key`,
-    /// skipping unread blocks and tables where the source can. The range tombstone at `seq`
-    /// over those keys deletes them all. Sources whose back end was used are left alone.
+    /// A range tombstone at `seq` deletes every older version of the keys from the front up
+    /// to `key`: each source drops its peeked front entry if it is one of those, and skips
+    /// ahead over what it knows is (see [`InternalIter::skip_front_to`]). Sources whose back
+    /// end was used are left alone.
+    ///
+    /// [`InternalIter::skip_front_to`]: super::InternalIter::skip_front_to
     pub(crate) fn skip_front_to(&mut self, key: &[u8], seq: SeqNo) -> Result<()> {
         self.check()?;
         for i in 0..self.sources.len() {
             let s = &mut self.sources[i];
-            if s.max_seq >= seq || s.back_used {
+            if s.back_used {
                 continue;
             }
-            if s.front.as_ref().is_some_and(|e| e.user_key[..] >= *key) {
-                continue;
+            match &s.front {
+                Some(e) if e.user_key[..] >= *key => continue,
+                Some(e) if e.seq() < seq => s.front = None,
+                _ => {}
             }
-            s.front = None;
             if s.front_done {
                 continue;
             }
-            if let Err(e) = s.iter.skip_front_to(key) {
+            if let Err(e) = s.iter.skip_front_to(key, seq) {
                 return Err(self.set_failed(e));
             }
         }

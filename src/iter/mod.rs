@@ -42,12 +42,14 @@ impl Entry {
 
 /// An internal iterator.
 pub(crate) trait InternalIter: DoubleEndedIterator<Item = Result<Entry>> + Send {
-    /// Moves the front past every entry whose user key is below `key`, skipping whole chunks
-    /// (data blocks, tables) by their bounds without reading them where it can. A hint:
-    /// the default does nothing, and callers must not rely on it for correctness (a scan
-    /// still checks every entry it returns). Called only while the back end is unused.
-    fn skip_front_to(&mut self, key: &[u8]) -> Result<()> {
-        let _ = key;
+    /// A range tombstone at `seq` deletes every older version of the keys from the front up
+    /// to `key` (exclusive): drops from the front the entries below `key` that the iterator
+    /// knows are older than `seq`, passing over whole chunks (data blocks, tables) without
+    /// reading them where their bounds and sequence numbers allow. A hint: the default does
+    /// nothing, and a caller still checks every entry it gets. Called only while the back end
+    /// is unused.
+    fn skip_front_to(&mut self, key: &[u8], seq: SeqNo) -> Result<()> {
+        let _ = (key, seq);
         Ok(())
     }
 }
@@ -162,11 +164,11 @@ impl<I: Iterator<Item = Result<Entry>>> Iterator for RangeFilter<I> {
 }
 
 impl<I: InternalIter> InternalIter for RangeFilter<I> {
-    fn skip_front_to(&mut self, key: &[u8]) -> Result<()> {
+    fn skip_front_to(&mut self, key: &[u8], seq: SeqNo) -> Result<()> {
         if self.front_done {
             return Ok(());
         }
-        self.inner.skip_front_to(key)
+        self.inner.skip_front_to(key, seq)
     }
 }
 

@@ -5,7 +5,7 @@ use super::block::Block;
 use super::reader::{CacheUse, ReadCost, Readahead, TableReader};
 use crate::error::{Error, Result};
 use crate::iter::{ChunkSource, Chunked, Entry, InternalIter, KeyRange, RangeFilter};
-use crate::key;
+use crate::key::{self, SeqNo};
 use bytes::Bytes;
 use std::collections::VecDeque;
 use std::ops::Bound;
@@ -25,12 +25,14 @@ pub(crate) struct TableBlocks {
 impl ChunkSource for TableBlocks {
     type Chunk = BlockCursor;
 
-    fn last_user_key(&self, i: usize) -> Option<&[u8]> {
+    fn skippable(&self, i: usize, below: &[u8], seq: SeqNo) -> bool {
         // The index key is the block's last key or a separator above it.
-        self.table
-            .index()
-            .get(i)
-            .map(|e| key::user_key(&e.last_key))
+        self.table.properties().max_seq < seq
+            && self
+                .table
+                .index()
+                .get(i)
+                .is_some_and(|e| key::user_key(&e.last_key) < below)
     }
 
     fn load(&mut self, i: usize) -> Result<BlockCursor> {
@@ -155,7 +157,10 @@ impl Iterator for BlockCursor {
 }
 
 impl InternalIter for BlockCursor {
-    fn skip_front_to(&mut self, key: &[u8]) -> Result<()> {
+    fn skip_front_to(&mut self, key: &[u8], seq: SeqNo) -> Result<()> {
+        if self.table.properties().max_seq >= seq {
+            return Ok(());
+        }
         match &mut self.rest {
             Some(rest) => {
                 while rest

@@ -302,8 +302,12 @@ pub(crate) struct LevelTables {
 impl ChunkSource for LevelTables {
     type Chunk = TableIter;
 
-    fn last_user_key(&self, i: usize) -> Option<&[u8]> {
-        self.tables.get(i).map(|t| t.meta.largest_user())
+    fn skippable(&self, i: usize, below: &[u8], seq: crate::key::SeqNo) -> bool {
+        // `max_seq` counts the table's own range tombstones too: a table holding the
+        // tombstone is loaded, and skips inside by its entries' sequence numbers.
+        self.tables
+            .get(i)
+            .is_some_and(|t| t.meta.max_seq < seq && t.meta.largest_user() < below)
     }
 
     fn load(&mut self, i: usize) -> Result<TableIter> {
