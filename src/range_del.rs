@@ -347,7 +347,7 @@ impl Fragments {
         if n > (buf.len() / 4) as u64 {
             return Err(format!("{n} fragments cannot fit in {} bytes", buf.len()));
         }
-        let mut frags: Vec<Fragment> = Vec::with_capacity(n as usize);
+        let mut frags: Vec<Fragment> = Vec::with_capacity((n as usize).min(1024));
         for i in 0..n {
             let bad = |what: &str| format!("fragment {i}: {what}");
             let start = r.length_prefixed().ok_or_else(|| bad("malformed start"))?;

@@ -237,9 +237,21 @@ pub(crate) fn new_iter(
 /// there are none. Tables' tombstones are in memory (opening a table that is not open yet is
 /// the only possible I/O).
 fn gather_range_dels(state: &ReadState, range: &KeyRange) -> Result<Option<Fragments>> {
-    let mut parts: Vec<Arc<Fragments>> = Vec::new();
+    // Only the pieces inside the scan's range matter: clip each holder's to it.
+    let lo = match &range.lo {
+        Bound::Included(k) => Some(k.clone()),
+        Bound::Excluded(k) => Some(range_del::successor(k)),
+        Bound::Unbounded => None,
+    };
+    let hi = match &range.hi {
+        Bound::Included(k) => Some(range_del::successor(k)),
+        Bound::Excluded(k) => Some(k.clone()),
+        Bound::Unbounded => None,
+    };
+    let clip = |f: &Fragments| f.clip(lo.as_deref(), hi.as_deref());
+    let mut parts: Vec<Fragments> = Vec::new();
     for mem in std::iter::once(&state.mem).chain(state.imms.iter()) {
-        parts.extend(mem.range_tombstones().map(|r| r.fragments()));
+        parts.extend(mem.range_tombstones().map(|r| clip(&r.fragments())));
     }
     for (level, tables) in state.version.levels.iter().enumerate() {
         // L1+ is sorted and disjoint: start at the first table that can reach the range.
@@ -256,10 +268,11 @@ fn gather_range_dels(state: &ReadState, range: &KeyRange) -> Result<Option<Fragm
                 }
                 continue;
             }
-            parts.extend(t.reader()?.range_dels().cloned());
+            parts.extend(t.reader()?.range_dels().map(|f| clip(f)));
         }
     }
-    Ok((!parts.is_empty()).then(|| range_del::merge(parts.iter().map(|p| &**p))))
+    parts.retain(|p| !p.is_empty());
+    Ok((!parts.is_empty()).then(|| range_del::merge(&parts)))
 }
 
 impl Iter {

@@ -20,6 +20,7 @@ use crate::encoding::{put_bytes, put_u32, put_u64, Reader};
 use crate::error::{io_context, Error, Result};
 use crate::fs::{FileSystem, WritableFile};
 use crate::key::{SeqNo, MAX_SEQ};
+use crate::range_del::MAX_BOUND_LEN;
 use crate::record::{self, RecordReader, RecordWriter, TailReport, HEADER_LEN};
 use bytes::Bytes;
 use std::path::{Path, PathBuf};
@@ -91,6 +92,11 @@ pub(crate) fn decode_ops(ops: &[u8], count: u32) -> Option<Vec<Op<&[u8]>>> {
         } else {
             &[][..]
         };
+        // A range's bounds are at most a key and one byte (no writer makes longer ones).
+        let ranged = matches!(kind, OpKind::RangeDelete | OpKind::RangeDeleteToEnd);
+        if ranged && (key.len() > MAX_BOUND_LEN || value.len() > MAX_BOUND_LEN) {
+            return None;
+        }
         out.push(Op { kind, key, value });
     }
     r.is_empty().then_some(out)
@@ -311,6 +317,34 @@ mod tests {
         assert_eq!(seen[0].ops[0].value, &b"v1"[..]);
         assert_eq!(seen[0].ops[1].kind, OpKind::Delete);
         assert_eq!(seen[1].ops[0].key, &b""[..]);
+    }
+
+    #[test]
+    fn range_delete_bounds_longer_than_a_key_and_a_byte_are_malformed() {
+        for (start, end) in [
+            (MAX_BOUND_LEN, 1),
+            (1, MAX_BOUND_LEN),
+            (MAX_BOUND_LEN + 1, 1),
+            (1, MAX_BOUND_LEN + 1),
+        ] {
+            let mut ops = Vec::new();
+            encode_op(
+                &mut ops,
+                OpKind::RangeDelete,
+                &vec![0; start],
+                &vec![1; end],
+            );
+            let ok = start <= MAX_BOUND_LEN && end <= MAX_BOUND_LEN;
+            assert_eq!(decode_ops(&ops, 1).is_some(), ok, "{start} {end}");
+        }
+        let mut ops = Vec::new();
+        encode_op(
+            &mut ops,
+            OpKind::RangeDeleteToEnd,
+            &vec![0; MAX_BOUND_LEN + 1],
+            &[],
+        );
+        assert!(decode_ops(&ops, 1).is_none());
     }
 
     #[test]

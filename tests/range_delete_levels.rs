@@ -174,3 +174,40 @@ fn a_snapshot_keeps_what_it_saw_through_compaction() {
     assert_eq!(db.iter().count(), extra);
     siltdb::inspect::check_invariants(&db).unwrap();
 }
+
+#[test]
+fn nested_purges_flush_one_sequence_number_per_piece_unless_a_snapshot_needs_more() {
+    // A log purged again and again: every purge covers all the earlier ones, so piece j of
+    // the 300 pieces is covered by purges j+1..=300.
+    let fs = MemFs::new();
+    let opts = common::mem_options(&fs)
+        .memtable_size(4 << 20)
+        .l0_compaction_trigger(4);
+    let db = Db::open_with(Path::new("/db"), opts).unwrap();
+    for i in 0..3_000u32 {
+        db.insert(k(i), "entry").unwrap();
+    }
+    for i in 1..=150u32 {
+        db.remove_range(..k(i * 10)).unwrap();
+    }
+    let snap = db.snapshot();
+    for i in 151..=300u32 {
+        db.remove_range(..k(i * 10)).unwrap();
+    }
+    db.flush().unwrap();
+    // Kept: every purge above the snapshot, and the newest at or below it (purge 150) in the
+    // pieces it covers: 150 * 151 + (150 + 149 + ... + 1).
+    let tables = db.tables();
+    assert_eq!(tables.len(), 1, "{tables:?}");
+    assert_eq!(tables[0].range_deletions, 150 * 151 + 150 * 151 / 2);
+    assert_eq!(snap.iter().count(), 3_000 - 1_500);
+    drop(snap);
+    // Without a snapshot: one sequence number per piece.
+    db.remove_range(..k(5)).unwrap();
+    db.remove_range(..k(3_000)).unwrap();
+    db.flush().unwrap();
+    let newest = db.tables().into_iter().max_by_key(|t| t.table_id).unwrap();
+    assert_eq!(newest.range_deletions, 2, "{newest:?}");
+    assert_eq!(db.iter().count(), 0);
+    siltdb::inspect::check_invariants(&db).unwrap();
+}

@@ -215,6 +215,7 @@ pub(crate) fn flush_memtable(
     ctx: &JobContext<'_>,
     mem: &Memtable,
     version: &Version,
+    smallest_snapshot: SeqNo,
 ) -> Result<JobOutput> {
     let mut out = JobOutput::default();
     if mem.is_empty() {
@@ -230,9 +231,12 @@ pub(crate) fn flush_memtable(
         replaced_filter_bytes: 0,
     };
     let filter = filter_for_new_table(ctx.opts, version, &incoming);
+    // Of each piece's sequence numbers, only those a live snapshot can tell apart are kept
+    // (nested range removes, such as a log purged again and again, would otherwise keep one
+    // per remove in every piece).
     let range_dels = mem
         .range_tombstones()
-        .map(|r| (*r.fragments()).clone())
+        .map(|r| r.fragments().collapse(smallest_snapshot, |_| false))
         .unwrap_or_default();
     let mut outputs = Outputs::new(ctx, 0, filter, range_dels);
     for (k, v) in mem.iter() {
@@ -513,11 +517,11 @@ mod tests {
         );
         // Fail the table's sync: the job fails and leaves no file behind.
         mem.set_fault(Some(crate::fs::FaultPlan::nth(crate::fs::OpKind::Sync, 0)));
-        assert!(flush_memtable(&ctx, &m, &Version::default()).is_err());
+        assert!(flush_memtable(&ctx, &m, &Version::default(), SeqNo::MAX).is_err());
         assert!(mem.list(dir).unwrap().is_empty());
         assert!(pending.lock().is_empty());
         mem.set_fault(None);
-        let out = flush_memtable(&ctx, &m, &Version::default()).unwrap();
+        let out = flush_memtable(&ctx, &m, &Version::default(), SeqNo::MAX).unwrap();
         assert_eq!(out.edit.added.len(), 1);
         assert_eq!(mem.list(dir).unwrap(), vec!["000011.sst".to_string()]);
         assert_eq!(pending.lock().iter().copied().collect::<Vec<_>>(), vec![11]);

@@ -183,7 +183,7 @@ impl Core {
     fn flush_one(&self, imm: &Arc<Memtable>, next_wal: u64, version: &Version) -> Result<()> {
         let numbers = self.file_numbers.clone();
         let ctx = self.job_context(&numbers);
-        let out = compaction::flush_memtable(&ctx, imm, version)?;
+        let out = compaction::flush_memtable(&ctx, imm, version, self.read.smallest_snapshot())?;
         let JobOutput {
             mut edit,
             opened,
