@@ -3,7 +3,7 @@
 //!
 //! [`Db::write`]: crate::Db::write
 
-use crate::range_del::successor;
+use crate::range_del::half_open;
 use crate::wal::{self, OpKind};
 use std::ops::{Bound, RangeBounds};
 
@@ -128,16 +128,12 @@ pub(crate) fn range_bounds<K: AsRef<[u8]>, R: RangeBounds<K>>(
             check_sizes(k.as_ref(), &[])?;
         }
     }
-    let start = match range.start_bound() {
-        Bound::Included(k) => k.as_ref().to_vec(),
-        Bound::Excluded(k) => successor(k.as_ref()).to_vec(),
-        Bound::Unbounded => Vec::new(),
-    };
-    let end = match range.end_bound() {
-        Bound::Included(k) => Some(successor(k.as_ref()).to_vec()),
-        Bound::Excluded(k) => Some(k.as_ref().to_vec()),
-        Bound::Unbounded => None,
-    };
+    let (start, end) = half_open(
+        range.start_bound().map(AsRef::as_ref),
+        range.end_bound().map(AsRef::as_ref),
+    );
+    let start = start.map_or_else(Vec::new, |s| s.to_vec());
+    let end = end.map(|e| e.to_vec());
     if end.as_ref().is_some_and(|e| *e <= start) {
         return Err("range delete over an empty or inverted range".to_string());
     }

@@ -14,6 +14,7 @@ use crate::batch::MAX_KEY_SIZE;
 use crate::encoding::{put_bytes, put_varint, Reader};
 use crate::key::{SeqNo, MAX_SEQ};
 use bytes::Bytes;
+use std::ops::Bound;
 
 /// The longest start or end a tombstone can have: a key plus one byte (an `Excluded` start
 /// or an `Included` end becomes the key's immediate successor, `key ++ 0x00`).
@@ -63,6 +64,22 @@ pub(crate) fn successor(key: &[u8]) -> Bytes {
     v.extend_from_slice(key);
     v.push(0);
     Bytes::from(v)
+}
+
+/// The `[start, end)` form of a range's bounds: an excluded start and an included end become
+/// the key's [`successor`]; `None` is unbounded on that side.
+pub(crate) fn half_open(start: Bound<&[u8]>, end: Bound<&[u8]>) -> (Option<Bytes>, Option<Bytes>) {
+    let start = match start {
+        Bound::Included(k) => Some(Bytes::copy_from_slice(k)),
+        Bound::Excluded(k) => Some(successor(k)),
+        Bound::Unbounded => None,
+    };
+    let end = match end {
+        Bound::Included(k) => Some(successor(k)),
+        Bound::Excluded(k) => Some(Bytes::copy_from_slice(k)),
+        Bound::Unbounded => None,
+    };
+    (start, end)
 }
 
 /// Range tombstones in fragmented form (see the module doc). Empty by default.

@@ -238,16 +238,10 @@ pub(crate) fn new_iter(
 /// the only possible I/O).
 fn gather_range_dels(state: &ReadState, range: &KeyRange) -> Result<Option<Fragments>> {
     // Only the pieces inside the scan's range matter: clip each holder's to it.
-    let lo = match &range.lo {
-        Bound::Included(k) => Some(k.clone()),
-        Bound::Excluded(k) => Some(range_del::successor(k)),
-        Bound::Unbounded => None,
-    };
-    let hi = match &range.hi {
-        Bound::Included(k) => Some(range_del::successor(k)),
-        Bound::Excluded(k) => Some(k.clone()),
-        Bound::Unbounded => None,
-    };
+    let (lo, hi) = range_del::half_open(
+        range.lo.as_ref().map(|k| &k[..]),
+        range.hi.as_ref().map(|k| &k[..]),
+    );
     let clip = |f: &Fragments| f.clip(lo.as_deref(), hi.as_deref());
     let mut parts: Vec<Fragments> = Vec::new();
     for mem in std::iter::once(&state.mem).chain(state.imms.iter()) {
@@ -293,8 +287,9 @@ impl Iter {
         let Some((seq, end)) = rd.covering(&e.user_key, self.seq) else {
             return Ok(());
         };
-        let end = Bytes::copy_from_slice(end.unwrap_or(&END_OF_KEYS[..]));
-        self.merge.skip_front_to(&end, seq)
+        // Disjoint fields: the end is borrowed from the fragments, not copied.
+        self.merge
+            .skip_front_to(end.unwrap_or(&END_OF_KEYS[..]), seq)
     }
 
     fn fail(&mut self, e: Error) -> Option<Result<(Vec<u8>, Vec<u8>)>> {

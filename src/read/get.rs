@@ -310,37 +310,20 @@ fn answer(
     g.bytes_read += cost.bytes;
     g.block_cache_hits += cost.cache_hits;
     g.block_cache_misses += cost.cache_misses;
-    let (outcome, result) = match found? {
-        TableLookup::Value(v, s) if s > covered => {
-            g.filter_true_positives += u64::from(filtered);
-            (TableOutcome::Found, Some(Some(v)))
-        }
-        TableLookup::Deleted(s) if s > covered => {
-            g.filter_true_positives += u64::from(filtered);
-            (TableOutcome::Tombstone, Some(None))
-        }
-        TableLookup::Value(..) | TableLookup::Deleted(_) => {
-            g.filter_true_positives += u64::from(filtered);
-            g.range_covered = true;
-            (TableOutcome::RangeDeleted, Some(None))
-        }
-        TableLookup::Absent if covered > 0 => {
-            if filtered {
-                g.filter_false_positives += 1;
-            }
-            g.range_covered = true;
-            (TableOutcome::RangeDeleted, Some(None))
-        }
-        TableLookup::Absent => {
-            let outcome = if filtered {
-                g.filter_false_positives += 1;
-                TableOutcome::FalsePositive
-            } else {
-                TableOutcome::NotFound
-            };
-            (outcome, None)
-        }
+    let found = found?;
+    // What the filter's "maybe" was worth: the table held a version of the key, or not.
+    let held = !matches!(found, TableLookup::Absent);
+    g.filter_true_positives += u64::from(filtered && held);
+    g.filter_false_positives += u64::from(filtered && !held);
+    let (outcome, result) = match found {
+        TableLookup::Value(v, s) if s > covered => (TableOutcome::Found, Some(Some(v))),
+        TableLookup::Deleted(s) if s > covered => (TableOutcome::Tombstone, Some(None)),
+        TableLookup::Absent if covered == 0 && filtered => (TableOutcome::FalsePositive, None),
+        TableLookup::Absent if covered == 0 => (TableOutcome::NotFound, None),
+        // A version older than the table's own tombstone, or none: the tombstone answers.
+        _ => (TableOutcome::RangeDeleted, Some(None)),
     };
+    g.range_covered |= outcome == TableOutcome::RangeDeleted;
     visit(trace, t, level, outcome, cost);
     Ok(result)
 }
