@@ -1,0 +1,312 @@
+//! A running node: openraft over siltdb storage, serving the [`wire`] protocol on one TCP
+//! listener for both its peers and its clients.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
+use openraft::{BasicNode, ChangeMembers, Config, ServerState, SnapshotPolicy};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::wire::{self, ClientReply, ClientRequest, Message, NodeStatus};
+use crate::{open_store, state_machine, Error, NodeId, Raft, Request, TcpNetwork};
+
+/// How to run one node. `NodeConfig::new(id, addr, dir)` gives the defaults below.
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    /// The node's id (any `u64`, unique in the cluster).
+    pub id: NodeId,
+    /// The address to listen on and that peers use, e.g. `127.0.0.1:21001`.
+    pub addr: String,
+    /// The node's directory: its siltdb database and snapshot file.
+    pub dir: PathBuf,
+    /// Heartbeat interval. Default 100 ms.
+    pub heartbeat: Duration,
+    /// Election timeout range (a follower that hears no leader for a random time in it
+    /// stands for election). Default 500..1000 ms: three nodes share a 2-core machine in
+    /// the tests, so heartbeats can be late.
+    pub election_timeout: (Duration, Duration),
+    /// Build a snapshot after this many applied entries since the last one. Default 50,000.
+    pub snapshot_every: u64,
+    /// Entries kept in the log behind a snapshot for followers that lag a little. Default
+    /// 1,000.
+    pub keep_after_snapshot: u64,
+}
+
+impl NodeConfig {
+    /// A node with the default timings (see the fields).
+    pub fn new(id: NodeId, addr: impl Into<String>, dir: impl Into<PathBuf>) -> NodeConfig {
+        NodeConfig {
+            id,
+            addr: addr.into(),
+            dir: dir.into(),
+            heartbeat: Duration::from_millis(100),
+            election_timeout: (Duration::from_millis(500), Duration::from_millis(1000)),
+            snapshot_every: 50_000,
+            keep_after_snapshot: 1_000,
+        }
+    }
+
+    fn raft_config(&self) -> Result<Config, Error> {
+        let c = Config {
+            cluster_name: "siltdb-raft".into(),
+            heartbeat_interval: self.heartbeat.as_millis() as u64,
+            election_timeout_min: self.election_timeout.0.as_millis() as u64,
+            election_timeout_max: self.election_timeout.1.as_millis() as u64,
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(self.snapshot_every),
+            max_in_snapshot_log_to_keep: self.keep_after_snapshot,
+            ..Default::default()
+        };
+        c.validate()
+            .map_err(|e| Error::InvalidArgument(e.to_string()))
+    }
+}
+
+/// A running node. Dropping it does not stop the server task; call [`Node::shutdown`].
+#[derive(Clone)]
+pub struct Node {
+    id: NodeId,
+    raft: Raft,
+    db: Arc<siltdb::Db>,
+}
+
+impl Node {
+    /// Opens the node's storage, starts Raft and listens on `config.addr` (in the current
+    /// tokio runtime). If `init` is non-empty and the node is fresh, initialises a cluster with
+    /// those voters; on a node that already has state, `init` is ignored.
+    ///
+    /// Errors: [`Error::InvalidArgument`] for bad timings, what [`open_store`] returns, and
+    /// [`Error::Io`] if the address cannot be bound.
+    pub async fn start(config: NodeConfig, init: BTreeMap<NodeId, String>) -> Result<Node, Error> {
+        let raft_config = Arc::new(config.raft_config()?);
+        let (log, sm) = open_store(&config.dir)?;
+        let db = sm.db();
+        let raft = Raft::new(config.id, raft_config, TcpNetwork, log, sm)
+            .await
+            .map_err(|e| Error::Remote(e.to_string()))?;
+        let listener = TcpListener::bind(&config.addr).await?;
+        let node = Node {
+            id: config.id,
+            raft,
+            db,
+        };
+        if !init.is_empty() {
+            node.initialize(init).await?;
+        }
+        let server = node.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let _ = stream.set_nodelay(true);
+                tokio::spawn(server.clone().serve(stream));
+            }
+        });
+        Ok(node)
+    }
+
+    /// The Raft handle.
+    pub fn raft(&self) -> &Raft {
+        &self.raft
+    }
+
+    /// Stops Raft (the listener then answers every request with an error).
+    pub async fn shutdown(&self) {
+        let _ = self.raft.shutdown().await;
+    }
+
+    async fn initialize(&self, members: BTreeMap<NodeId, String>) -> Result<(), Error> {
+        if self
+            .raft
+            .is_initialized()
+            .await
+            .map_err(|e| Error::Remote(e.to_string()))?
+        {
+            return Ok(());
+        }
+        let nodes: BTreeMap<NodeId, BasicNode> = members
+            .into_iter()
+            .map(|(id, addr)| (id, BasicNode { addr }))
+            .collect();
+        match self.raft.initialize(nodes).await {
+            Ok(()) => Ok(()),
+            // Another node initialised first, or this one already has a log: fine.
+            Err(RaftError::APIError(openraft::error::InitializeError::NotAllowed(_))) => Ok(()),
+            Err(e) => Err(Error::Remote(e.to_string())),
+        }
+    }
+
+    async fn serve(self, mut stream: TcpStream) {
+        loop {
+            let msg: Message = match wire::read_frame(&mut stream).await {
+                Ok(Some(m)) => m,
+                _ => return,
+            };
+            let sent = match msg {
+                Message::Append(rpc) => {
+                    wire::write_frame(&mut stream, &self.raft.append_entries(rpc).await).await
+                }
+                Message::Vote(rpc) => {
+                    wire::write_frame(&mut stream, &self.raft.vote(rpc).await).await
+                }
+                Message::Snapshot(rpc) => {
+                    wire::write_frame(&mut stream, &self.raft.install_snapshot(rpc).await).await
+                }
+                Message::Client(req) => {
+                    let reply = self.client(req).await;
+                    wire::write_frame(&mut stream, &reply).await
+                }
+            };
+            if sent.is_err() {
+                return;
+            }
+        }
+    }
+
+    fn not_leader(leader: Option<NodeId>, node: Option<BasicNode>) -> ClientReply {
+        ClientReply::NotLeader {
+            leader,
+            addr: node.map(|n| n.addr),
+        }
+    }
+
+    fn write_reply<T>(
+        r: Result<T, RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>>,
+        ok: impl FnOnce(T) -> ClientReply,
+    ) -> ClientReply {
+        match r {
+            Ok(t) => ok(t),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+                Self::not_leader(f.leader_id, f.leader_node)
+            }
+            Err(e) => ClientReply::Error(e.to_string()),
+        }
+    }
+
+    /// Answers one client request.
+    pub async fn client(&self, req: ClientRequest) -> ClientReply {
+        match req {
+            ClientRequest::Put { key, value } => Self::write_reply(
+                self.raft.client_write(Request::Put { key, value }).await,
+                |r| ClientReply::Written {
+                    index: r.log_id.index,
+                },
+            ),
+            ClientRequest::Delete { key } => {
+                Self::write_reply(self.raft.client_write(Request::Delete { key }).await, |r| {
+                    ClientReply::Written {
+                        index: r.log_id.index,
+                    }
+                })
+            }
+            ClientRequest::Get { key, linearizable } => {
+                if linearizable {
+                    match self.raft.ensure_linearizable().await {
+                        Ok(_) => {}
+                        Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => {
+                            return Self::not_leader(f.leader_id, f.leader_node)
+                        }
+                        Err(e) => return ClientReply::Error(e.to_string()),
+                    }
+                }
+                match state_machine::read_data(&self.db, &key) {
+                    Ok(v) => ClientReply::Value(v),
+                    Err(e) => ClientReply::Error(e.to_string()),
+                }
+            }
+            ClientRequest::Status => ClientReply::Status(self.status()),
+            ClientRequest::Init { members } => match self.initialize(members).await {
+                Ok(()) => ClientReply::Done,
+                Err(e) => ClientReply::Error(e.to_string()),
+            },
+            ClientRequest::AddLearner { id, addr } => Self::write_reply(
+                self.raft.add_learner(id, BasicNode { addr }, true).await,
+                |_| ClientReply::Done,
+            ),
+            ClientRequest::ChangeMembership { voters } => Self::write_reply(
+                self.raft
+                    .change_membership(ChangeMembers::ReplaceAllVoters(voters), false)
+                    .await,
+                |_| ClientReply::Done,
+            ),
+            ClientRequest::SnapshotAndPurge => match self.snapshot_and_purge().await {
+                Ok(()) => ClientReply::Done,
+                Err(e) => ClientReply::Error(e.to_string()),
+            },
+        }
+    }
+
+    async fn snapshot_and_purge(&self) -> Result<(), Error> {
+        let applied = self.raft.metrics().borrow().last_applied.map(|l| l.index);
+        let Some(applied) = applied else {
+            return Ok(());
+        };
+        let unavailable = |e: &dyn std::fmt::Display| Error::Unavailable(e.to_string());
+        self.raft
+            .trigger()
+            .snapshot()
+            .await
+            .map_err(|e| unavailable(&e))?;
+        self.raft
+            .wait(Some(Duration::from_secs(30)))
+            .metrics(
+                |m| m.snapshot.is_some_and(|s| s.index >= applied),
+                "snapshot for purge",
+            )
+            .await
+            .map_err(|e| unavailable(&e))?;
+        self.raft
+            .trigger()
+            .purge_log(applied)
+            .await
+            .map_err(|e| unavailable(&e))?;
+        self.raft
+            .wait(Some(Duration::from_secs(30)))
+            .metrics(|m| m.purged.is_some_and(|p| p.index >= applied), "purge")
+            .await
+            .map_err(|e| unavailable(&e))?;
+        Ok(())
+    }
+
+    /// This node's state.
+    pub fn status(&self) -> NodeStatus {
+        let m = self.raft.metrics().borrow().clone();
+        let stats = self.db.stats();
+        let leader_addr = m.current_leader.and_then(|l| {
+            m.membership_config
+                .membership()
+                .get_node(&l)
+                .map(|n| n.addr.clone())
+        });
+        NodeStatus {
+            id: self.id,
+            state: match m.state {
+                ServerState::Leader => "Leader",
+                ServerState::Follower => "Follower",
+                ServerState::Candidate => "Candidate",
+                ServerState::Learner => "Learner",
+                ServerState::Shutdown => "Shutdown",
+            }
+            .to_string(),
+            term: m.current_term,
+            leader: m.current_leader,
+            leader_addr,
+            last_log_index: m.last_log_index,
+            last_applied: m.last_applied.map(|l| l.index),
+            snapshot: m.snapshot.map(|l| l.index),
+            purged: m.purged.map(|l| l.index),
+            voters: m
+                .membership_config
+                .membership()
+                .voter_ids()
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect(),
+            wal_syncs: stats.wal_syncs,
+            write_groups: stats.write_groups,
+        }
+    }
+}

@@ -1,0 +1,238 @@
+//! [`StateMachine`]: openraft's `RaftStateMachine` over siltdb. The data lives under `d` +
+//! user key and the last applied log id with the membership under `s/applied`, in the same
+//! database as the log, so that one batch per `apply` call changes both atomically.
+//!
+//! Applies are not synced: a crash may lose the last ones, and openraft re-applies them from
+//! the log, which holds them durably until it is purged; a purge is a synced write that makes
+//! every apply before it durable too (siltdb keeps a prefix of history, `docs/durability.md`
+//! D2). A snapshot is built from a siltdb [`Snapshot`](siltdb::Snapshot), so the data and the
+//! applied log id it records are one point in time, and is kept in the node's `snapshot`
+//! file (see `snapshot_file`). Installing one is one batch: a range delete of all data, the
+//! snapshot's pairs, and the applied log id.
+
+use std::io::Cursor;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use openraft::storage::{RaftStateMachine, Snapshot};
+use openraft::{
+    AnyError, BasicNode, EntryPayload, LogId, RaftSnapshotBuilder, StorageError, StorageIOError,
+    StoredMembership,
+};
+use serde::{Deserialize, Serialize};
+use siltdb::{Db, WriteBatch, WriteOptions};
+
+use crate::snapshot_file::{self, Meta};
+use crate::types::{Request, Response, TypeConfig};
+use crate::{keys, NodeId};
+
+type Entry = openraft::Entry<TypeConfig>;
+type Membership = StoredMembership<NodeId, BasicNode>;
+
+/// What `s/applied` holds.
+#[derive(Default, Serialize, Deserialize)]
+struct Applied {
+    last_applied: Option<LogId<NodeId>>,
+    membership: Membership,
+}
+
+/// openraft's state machine in a siltdb database. Made by [`open_store`](crate::open_store).
+pub struct StateMachine {
+    db: Arc<Db>,
+    dir: PathBuf,
+}
+
+/// Builds snapshots of a [`StateMachine`]: openraft's `RaftSnapshotBuilder`.
+pub struct SnapshotBuilder {
+    db: Arc<Db>,
+    dir: PathBuf,
+}
+
+fn sm_read_err(e: impl Into<crate::Error>) -> StorageError<NodeId> {
+    StorageIOError::read_state_machine(AnyError::new(&e.into())).into()
+}
+
+fn sm_write_err(e: impl Into<crate::Error>) -> StorageError<NodeId> {
+    StorageIOError::write_state_machine(AnyError::new(&e.into())).into()
+}
+
+fn snapshot_err(meta: Option<&Meta>, e: impl Into<crate::Error>) -> StorageError<NodeId> {
+    StorageIOError::write_snapshot(meta.map(|m| m.signature()), AnyError::new(&e.into())).into()
+}
+
+fn read_applied(
+    get: impl FnOnce() -> siltdb::Result<Option<siltdb::Value>>,
+) -> Result<Applied, crate::Error> {
+    match get()? {
+        None => Ok(Applied::default()),
+        Some(v) => serde_json::from_slice(&v)
+            .map_err(|e| crate::Error::corruption("s/applied", e.to_string())),
+    }
+}
+
+impl StateMachine {
+    pub(crate) fn new(db: Arc<Db>, dir: PathBuf) -> StateMachine {
+        StateMachine { db, dir }
+    }
+
+    /// The database the state machine (and the log) live in, for reads of replicated data
+    /// (under [`keys::data_key`]) and for its statistics.
+    pub fn db(&self) -> Arc<Db> {
+        self.db.clone()
+    }
+
+    /// The value of user key `key` in this node's state machine (a local read: as fresh as
+    /// what this node has applied).
+    ///
+    /// Errors: what [`Db::get`] returns; a value that is not UTF-8 is
+    /// [`Error::Corruption`](crate::Error::Corruption).
+    pub fn get(&self, key: &str) -> Result<Option<String>, crate::Error> {
+        read_data(&self.db, key)
+    }
+}
+
+/// Reads user key `key` from a node database.
+pub(crate) fn read_data(db: &Db, key: &str) -> Result<Option<String>, crate::Error> {
+    match db.get(keys::data_key(key.as_bytes()))? {
+        None => Ok(None),
+        Some(v) => String::from_utf8(v.to_vec())
+            .map(Some)
+            .map_err(|_| crate::Error::corruption(format!("value of {key:?}"), "not UTF-8")),
+    }
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError<NodeId>> {
+        let snap = self.db.snapshot();
+        let applied = read_applied(|| snap.get(keys::APPLIED)).map_err(sm_read_err)?;
+        let mut data = Vec::new();
+        let lo = vec![keys::DATA_PREFIX];
+        let hi = keys::data_end().to_vec();
+        for item in snap.range(lo..hi) {
+            let (k, v) = item.map_err(sm_read_err)?;
+            snapshot_file::push_pair(&mut data, &k[1..], &v);
+        }
+        let stamp = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_micros())
+            .unwrap_or(0);
+        let meta = Meta {
+            last_log_id: applied.last_applied,
+            last_membership: applied.membership,
+            snapshot_id: match applied.last_applied {
+                Some(l) => format!("{}-{}-{stamp}", l.leader_id, l.index),
+                None => format!("none-{stamp}"),
+            },
+        };
+        snapshot_file::save(&self.dir, &meta, &data).map_err(|e| snapshot_err(Some(&meta), e))?;
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(data)),
+        })
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachine {
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(
+        &mut self,
+    ) -> Result<(Option<LogId<NodeId>>, Membership), StorageError<NodeId>> {
+        let a = read_applied(|| self.db.get(keys::APPLIED)).map_err(sm_read_err)?;
+        Ok((a.last_applied, a.membership))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Response>, StorageError<NodeId>>
+    where
+        I: IntoIterator<Item = Entry> + Send,
+        I::IntoIter: Send,
+    {
+        let mut applied = read_applied(|| self.db.get(keys::APPLIED)).map_err(sm_read_err)?;
+        let mut batch = WriteBatch::new();
+        let mut replies = Vec::new();
+        for e in entries {
+            applied.last_applied = Some(e.log_id);
+            match e.payload {
+                EntryPayload::Blank => {}
+                EntryPayload::Normal(Request::Put { key, value }) => {
+                    batch.insert(keys::data_key(key.as_bytes()), value.as_bytes());
+                }
+                EntryPayload::Normal(Request::Delete { key }) => {
+                    batch.remove(keys::data_key(key.as_bytes()));
+                }
+                EntryPayload::Membership(m) => {
+                    applied.membership = StoredMembership::new(Some(e.log_id), m);
+                }
+            }
+            replies.push(Response {
+                index: e.log_id.index,
+            });
+        }
+        if replies.is_empty() {
+            return Ok(replies);
+        }
+        batch.insert(
+            keys::APPLIED,
+            serde_json::to_vec(&applied).expect("serialises"),
+        );
+        self.db
+            .write_with(batch, WriteOptions::new().sync(false))
+            .map_err(sm_write_err)?;
+        Ok(replies)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {
+        SnapshotBuilder {
+            db: self.db.clone(),
+            dir: self.dir.clone(),
+        }
+    }
+
+    async fn begin_receiving_snapshot(
+        &mut self,
+    ) -> Result<Box<Cursor<Vec<u8>>>, StorageError<NodeId>> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &Meta,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError<NodeId>> {
+        let data = snapshot.into_inner();
+        let pairs = snapshot_file::pairs(&data).map_err(|e| snapshot_err(Some(meta), e))?;
+        // Keep the snapshot first, so that a node restarted after the install (whose log
+        // openraft then purges) can still hand it to a follower.
+        snapshot_file::save(&self.dir, meta, &data).map_err(|e| snapshot_err(Some(meta), e))?;
+        let mut batch = WriteBatch::with_capacity(data.len() + 64);
+        batch.remove_range(vec![keys::DATA_PREFIX]..keys::data_end().to_vec());
+        for (k, v) in pairs {
+            batch.insert(keys::data_key(k), v);
+        }
+        let applied = Applied {
+            last_applied: meta.last_log_id,
+            membership: meta.last_membership.clone(),
+        };
+        batch.insert(
+            keys::APPLIED,
+            serde_json::to_vec(&applied).expect("serialises"),
+        );
+        self.db
+            .write_with(batch, WriteOptions::new().sync(true))
+            .map_err(|e| snapshot_err(Some(meta), e))
+    }
+
+    async fn get_current_snapshot(
+        &mut self,
+    ) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {
+        match snapshot_file::load(&self.dir) {
+            Ok(None) => Ok(None),
+            Ok(Some((meta, data))) => Ok(Some(Snapshot {
+                meta,
+                snapshot: Box::new(Cursor::new(data)),
+            })),
+            Err(e) => Err(StorageIOError::read_snapshot(None, AnyError::new(&e)).into()),
+        }
+    }
+}

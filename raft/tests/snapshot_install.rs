@@ -1,0 +1,109 @@
+//! A node far behind catches up by snapshot: a follower is killed, the others take writes,
+//! build a snapshot and purge their logs (one range delete each), and the follower, restarted,
+//! can only catch up by installing the leader's snapshot (a range delete plus a batch load).
+//! It must then hold every key, and keep them across another restart.
+
+use std::path::Path;
+use std::time::Duration;
+
+use siltdb_raft::client::{self, Client};
+use siltdb_raft::local_cluster::LocalCluster;
+use siltdb_raft::wire::{ClientReply, ClientRequest};
+
+const KEYS: usize = 2_000;
+
+#[test]
+fn follower_behind_a_purged_log_catches_up_by_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = Path::new(env!("CARGO_BIN_EXE_siltdb-raft-node"));
+    // No automatic snapshots: the only snapshot is the one the test asks for.
+    let mut cluster =
+        LocalCluster::start(exe, dir.path(), 3, &["--snapshot-every", "1000000000"]).unwrap();
+    let leader = cluster.wait_leader(Duration::from_secs(30), &[]).unwrap();
+    let behind = cluster.ids().into_iter().find(|&id| id != leader).unwrap();
+    let mut c = Client::new(cluster.addrs());
+    c.put("old-key", "written before the follower went down")
+        .unwrap();
+    c.put("doomed", "deleted while the follower is down")
+        .unwrap();
+    cluster
+        .wait_status(
+            behind,
+            Duration::from_secs(30),
+            "apply the first writes",
+            |s| s.last_applied.unwrap_or(0) >= 3,
+        )
+        .unwrap();
+    cluster.kill(behind).unwrap();
+
+    for i in 0..KEYS {
+        c.put(&format!("k{i:06}"), &format!("v{i}")).unwrap();
+    }
+    c.delete("doomed").unwrap();
+    // Snapshot and purge on every running node, so no log holds what the follower misses.
+    for id in cluster.ids().into_iter().filter(|&id| id != behind) {
+        let r = client::call(
+            cluster.addr(id),
+            ClientRequest::SnapshotAndPurge,
+            Duration::from_secs(60),
+        )
+        .unwrap();
+        assert_eq!(r, ClientReply::Done, "snapshot and purge on node {id}");
+    }
+    let l = client::status(cluster.addr(leader)).unwrap();
+    let purged = l.purged.expect("the leader purged its log");
+    assert!(purged >= KEYS as u64, "purged only up to {purged}");
+
+    cluster.restart(behind).unwrap();
+    let target = l.last_applied.unwrap();
+    let s = cluster
+        .wait_status(behind, Duration::from_secs(60), "catch up", |s| {
+            s.last_applied.unwrap_or(0) >= target
+        })
+        .unwrap();
+    // It got there by a snapshot: it holds one at or past the leader's purge point, and its
+    // own log starts after it.
+    assert!(s.snapshot.unwrap_or(0) >= purged, "{s:?}");
+    assert!(s.purged.unwrap_or(0) >= purged, "{s:?}");
+
+    let check = |cluster: &LocalCluster| {
+        let addr = cluster.addr(behind).to_string();
+        let mut r = Client::new([addr.clone()]);
+        for i in 0..KEYS {
+            assert_eq!(
+                r.get_local(&addr, &format!("k{i:06}")).unwrap(),
+                Some(format!("v{i}")),
+                "key {i}"
+            );
+        }
+        assert!(r.get_local(&addr, "old-key").unwrap().is_some());
+        assert_eq!(
+            r.get_local(&addr, "doomed").unwrap(),
+            None,
+            "the snapshot's range delete removed it"
+        );
+    };
+    check(&cluster);
+
+    // The installed snapshot and state survive a SIGKILL and restart of that node.
+    cluster.restart(behind).unwrap();
+    cluster
+        .wait_status(behind, Duration::from_secs(60), "come back", |s| {
+            s.last_applied.unwrap_or(0) >= target
+        })
+        .unwrap();
+    check(&cluster);
+    // And writes go on replicating to it.
+    let idx = c.put("after", "snapshot").unwrap();
+    cluster
+        .wait_status(behind, Duration::from_secs(30), "apply a new write", |s| {
+            s.last_applied.unwrap_or(0) >= idx
+        })
+        .unwrap();
+    assert_eq!(
+        client::get_local(cluster.addr(behind), "after")
+            .unwrap()
+            .as_deref(),
+        Some("snapshot")
+    );
+}
