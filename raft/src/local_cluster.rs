@@ -115,6 +115,29 @@ impl LocalCluster {
         self.wait_status(id, timeout, "answer", |_| true)
     }
 
+    /// Starts a new, empty node `id` (not yet a member: add it with
+    /// [`ClientRequest::AddLearner`](crate::wire::ClientRequest::AddLearner)) on a free port;
+    /// returns its address once it answers.
+    ///
+    /// Errors: [`Error::InvalidArgument`] if node `id` exists; otherwise as
+    /// [`LocalCluster::start`].
+    pub fn add_node(&mut self, id: NodeId) -> Result<String, Error> {
+        if self.nodes.contains_key(&id) {
+            return Err(Error::InvalidArgument(format!("node {id} exists")));
+        }
+        let addr = format!("127.0.0.1:{}", free_port()?);
+        self.nodes.insert(
+            id,
+            LocalNode {
+                addr: addr.clone(),
+                child: None,
+            },
+        );
+        self.spawn(id, None)?;
+        self.wait_answering(id, Duration::from_secs(20))?;
+        Ok(addr)
+    }
+
     /// The address of node `id`. Panics if there is no such node (a test's mistake).
     pub fn addr(&self, id: NodeId) -> &str {
         &self.nodes[&id].addr

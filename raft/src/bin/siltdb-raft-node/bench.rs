@@ -27,6 +27,12 @@ pub struct BenchArgs {
     /// Value size in bytes (keys are 16 bytes).
     #[arg(long, default_value_t = 100)]
     value_size: usize,
+    /// The nodes' heartbeat interval in milliseconds (as `serve --heartbeat-ms`).
+    #[arg(long, default_value_t = 100)]
+    heartbeat_ms: u64,
+    /// The nodes' election timeout, lower end, in milliseconds (as `serve --election-ms`).
+    #[arg(long, default_value_t = 500)]
+    election_ms: u64,
     /// Where the nodes' directories go (default: a fresh temporary directory).
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -87,9 +93,9 @@ fn load(
                 let mut client = Client::new(addrs);
                 let mut lat = Vec::with_capacity(per);
                 for i in 0..per {
-                    let key = format!("{tag}{c:02}{i:012}");
+                    let key = format!("{tag:<2.2}{c:02}{i:012}"); // 16 bytes
                     let t = Instant::now();
-                    client.put(&key[key.len() - 16..], &value)?;
+                    client.put(&key, &value)?;
                     lat.push(t.elapsed());
                 }
                 Ok(lat)
@@ -111,7 +117,9 @@ fn load(
 pub fn run(args: BenchArgs) -> Result<(), Error> {
     let exe = std::env::current_exe()?;
     let (root, _guard) = work_dir(args.dir)?;
-    let mut cluster = LocalCluster::start(&exe, &root.join("cluster"), 3, &[])?;
+    let (hb, el) = (args.heartbeat_ms.to_string(), args.election_ms.to_string());
+    let node_args = ["--heartbeat-ms", hb.as_str(), "--election-ms", el.as_str()];
+    let mut cluster = LocalCluster::start(&exe, &root.join("cluster"), 3, &node_args)?;
     let addrs = cluster.addrs();
     cluster.wait_leader(Duration::from_secs(30), &[])?;
     let value = "v".repeat(args.value_size);

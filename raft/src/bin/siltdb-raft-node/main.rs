@@ -159,7 +159,10 @@ fn print_reply(reply: ClientReply) -> Result<(), Error> {
             println!("{v}");
             Ok(())
         }
-        ClientReply::Value(None) => Err(Error::InvalidArgument("key not found".into())),
+        ClientReply::Value(None) => {
+            eprintln!("(not found)");
+            Ok(())
+        }
         ClientReply::Written { index } => {
             println!("committed at log index {index}");
             Ok(())
