@@ -29,7 +29,7 @@ pub mod wire;
 
 pub use error::Error;
 pub use log_store::{LogReader, LogStore};
-pub use network::TcpNetwork;
+pub use network::{PeerClient, TcpNetwork};
 pub use state_machine::{SnapshotBuilder, StateMachine};
 pub use store::open_store;
 pub use types::{Request, Response, TypeConfig};
