@@ -5,6 +5,8 @@
 //! ```sh
 //! cargo run --release -p siltdb-compare -- --keys 1000000 --out /tmp/compare
 //! cargo run --release -p siltdb-compare -- --engines siltdb,fjall --workloads fillrandom,readrandom
+//! cargo run --release -p siltdb-compare -- --engines siltdb --workloads fillrandom,readrandom,readmissing \
+//!     --scale 1000000,4000000,16000000,64000000 --out /tmp/scaling
 //! ```
 //!
 //! What the numbers mean: the data lives on the local file system and, at the default sizes,
@@ -22,7 +24,10 @@ use std::process::{Command, Stdio};
 use workload::{Figures, Shape};
 
 #[derive(Parser, Debug)]
-#[command(about = "db_bench and YCSB workloads, side by side on siltdb and its peers")]
+#[command(
+    about = "db_bench and YCSB workloads, side by side on siltdb and its peers",
+    args_override_self = true
+)]
 struct Args {
     /// Engines, comma-separated (default: every engine this build has).
     #[arg(long, value_delimiter = ',')]
@@ -57,6 +62,10 @@ struct Args {
     /// Directory for the databases and the results (`results.jsonl`, `results.md`).
     #[arg(long, default_value = "/tmp/siltdb-compare")]
     out: PathBuf,
+    /// Scaling run: the whole run once per key count, comma-separated (for example
+    /// `1000000,4000000,16000000,64000000`); writes `scaling.md` and `chart-scaling.svg`.
+    #[arg(long, value_delimiter = ',')]
+    scale: Vec<u64>,
     /// Internal: run one engine in this process and print JSON lines.
     #[arg(long, hide = true)]
     child: Option<String>,
@@ -103,19 +112,68 @@ fn run(args: &Args) -> Result<(), String> {
     std::fs::create_dir_all(&args.out).map_err(|e| e.to_string())?;
     let mut all: Vec<serde_json::Value> = Vec::new();
     let bars = indicatif::MultiProgress::new();
+    if args.scale.is_empty() {
+        all.extend(run_engines(&bars, &engines, &workloads, &[])?);
+    } else {
+        for n in &args.scale {
+            let keys = ["--keys".to_string(), n.to_string()];
+            all.extend(run_engines(&bars, &engines, &workloads, &keys)?);
+        }
+    }
+    let mut jsonl =
+        std::fs::File::create(args.out.join("results.jsonl")).map_err(|e| e.to_string())?;
+    for v in &all {
+        writeln!(jsonl, "{v}").map_err(|e| e.to_string())?;
+    }
+    let (table, charts) = if args.scale.is_empty() {
+        let table = markdown(&all, args);
+        std::fs::write(args.out.join("results.md"), &table).map_err(|e| e.to_string())?;
+        (table, chart::draw(&all, &args.out)?)
+    } else {
+        let table = scaling_markdown(&all, args);
+        std::fs::write(args.out.join("scaling.md"), &table).map_err(|e| e.to_string())?;
+        (table, chart::draw_scaling(&all, &args.out)?)
+    };
+    println!("{table}");
+    eprintln!(
+        "results in {}: {}, results.jsonl, {}",
+        args.out.display(),
+        if args.scale.is_empty() {
+            "results.md"
+        } else {
+            "scaling.md"
+        },
+        charts.join(", ")
+    );
+    Ok(())
+}
+
+/// Runs every engine, each in a child process of this binary with this run's arguments plus
+/// `extra` (later flags win), and returns their figures.
+fn run_engines(
+    bars: &indicatif::MultiProgress,
+    engines: &[String],
+    workloads: &[String],
+    extra: &[String],
+) -> Result<Vec<serde_json::Value>, String> {
     let style = indicatif::ProgressStyle::with_template(
         "{prefix:>15} [{bar:30}] {pos}/{len} workloads, now {msg} ({elapsed})",
     )
     .map_err(|e| e.to_string())?
     .progress_chars("=> ");
-    for e in &engines {
+    let mut all = Vec::new();
+    for e in engines {
         let bar = bars.add(indicatif::ProgressBar::new(workloads.len() as u64));
         bar.set_style(style.clone());
-        bar.set_prefix(e.clone());
+        bar.set_prefix(match extra.get(1) {
+            Some(keys) => format!("{e} {keys}"),
+            None => e.clone(),
+        });
         bar.set_message(workloads.first().cloned().unwrap_or_default());
         let me = std::env::current_exe().map_err(|e| e.to_string())?;
         let mut child = Command::new(me)
             .args(std::env::args().skip(1))
+            .args(extra)
             .args(["--child", e])
             .stdout(Stdio::piped())
             .spawn()
@@ -135,21 +193,65 @@ fn run(args: &Args) -> Result<(), String> {
             return Err(format!("engine {e} failed ({status})"));
         }
     }
-    let mut jsonl =
-        std::fs::File::create(args.out.join("results.jsonl")).map_err(|e| e.to_string())?;
-    for v in &all {
-        writeln!(jsonl, "{v}").map_err(|e| e.to_string())?;
+    Ok(all)
+}
+
+/// The scaling table: a row per key count and engine.
+fn scaling_markdown(all: &[serde_json::Value], args: &Args) -> String {
+    let find = |keys: u64, e: &str, w: &str| {
+        all.iter().find(|v| {
+            v["keys"].as_u64() == Some(keys)
+                && v["engine"].as_str() == Some(e)
+                && v["workload"].as_str() == Some(w)
+        })
+    };
+    let mut rows: Vec<(u64, String)> = Vec::new();
+    for v in all {
+        let r = (
+            v["keys"].as_u64().unwrap_or(0),
+            v["engine"].as_str().unwrap_or("?").to_string(),
+        );
+        if !rows.contains(&r) {
+            rows.push(r);
+        }
     }
-    let table = markdown(&all, args);
-    std::fs::write(args.out.join("results.md"), &table).map_err(|e| e.to_string())?;
-    let charts = chart::draw(&all, &args.out)?;
-    println!("{table}");
-    eprintln!(
-        "results in {}: results.md, results.jsonl, {}",
-        args.out.display(),
-        charts.join(", ")
+    let mut s = format!(
+        "{}-byte keys, {}-byte values, {} gets per read workload, {} reader thread(s), {} MiB \
+         block cache, {} MiB memtable, no compression, 10 bits/key, WAL not synced; load = \
+         fillrandom until background work is done. tables/probes/blocks per get: present \
+         (readrandom) / absent (readmissing).\n\n",
+        args.key_size, args.value_size, args.reads, args.threads, args.cache_mib, args.memtable_mib
     );
-    Ok(())
+    s.push_str("| keys | engine | load keys/s | write amp | levels (tables) | readrandom ops/s | readmissing ops/s | tables/get | filter probes/get | blocks/get | filter MiB | index MiB | peak RSS MiB | disk MiB |\n");
+    s.push_str("|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    let num = |v: Option<&serde_json::Value>, k: &str, digits: usize| {
+        v.and_then(|v| v[k].as_f64())
+            .map_or("-".to_string(), |x| format!("{x:.digits$}"))
+    };
+    for (keys, e) in rows {
+        let load = find(keys, &e, "fillrandom");
+        let present = find(keys, &e, "readrandom");
+        let absent = find(keys, &e, "readmissing");
+        let last = absent.or(present).or(load);
+        let pair = |k: &str, d: usize| format!("{} / {}", num(present, k, d), num(absent, k, d));
+        s.push_str(&format!(
+            "| {keys} | {e} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            num(load, "ops_per_sec", 0),
+            num(load, "write_amp", 2),
+            last.and_then(|v| v["levels"].as_str()).unwrap_or("-"),
+            num(present, "ops_per_sec", 0),
+            num(absent, "ops_per_sec", 0),
+            pair("tables_per_get", 2),
+            pair("filter_probes_per_get", 2),
+            pair("blocks_per_get", 4),
+            num(last, "filter_mib", 1),
+            num(last, "index_mib", 1),
+            num(last, "peak_rss_mib", 0),
+            last.and_then(|v| v["disk_bytes"].as_f64())
+                .map_or("-".to_string(), |b| format!("{:.0}", b / 1048576.0)),
+        ));
+    }
+    s
 }
 
 /// Runs every workload on engine `name` in this process, printing one JSON line each.

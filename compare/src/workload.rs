@@ -55,6 +55,18 @@ pub struct Figures {
     pub write_amp: f64,
     /// Data blocks read per get, where the engine counts them.
     pub blocks_per_get: Option<f64>,
+    /// Keys loaded (the run's `--keys`).
+    pub keys: u64,
+    /// Tables considered per get, where the engine counts them.
+    pub tables_per_get: Option<f64>,
+    /// Filter probes per get, where the engine counts them.
+    pub filter_probes_per_get: Option<f64>,
+    /// Tables per level after the workload, where the engine says.
+    pub levels: Option<String>,
+    /// Filter memory after the workload (MiB), where the engine says.
+    pub filter_mib: Option<f64>,
+    /// Index memory after the workload (MiB), where the engine says.
+    pub index_mib: Option<f64>,
 }
 
 pub fn mix(mut x: u64) -> u64 {
@@ -206,6 +218,7 @@ pub fn run(
 ) -> Result<Figures, String> {
     let written_before = device_write_bytes();
     let blocks_before = engine.blocks_read();
+    let path_before = engine.read_path();
     let start = Instant::now();
     let mut lat = Latencies::default();
     let mut user_bytes = 0u64;
@@ -305,6 +318,12 @@ pub fn run(
         (Some(a), Some(b)) if gets > 0 => Some(b.saturating_sub(a) as f64 / gets as f64),
         _ => None,
     };
+    let per_get = |f: fn(&crate::engine::ReadPath) -> u64| match (&path_before, engine.read_path())
+    {
+        (Some(a), Some(b)) if gets > 0 => Some(f(&b).saturating_sub(f(a)) as f64 / gets as f64),
+        _ => None,
+    };
+    let tree = engine.tree();
     Ok(Figures {
         engine: engine_name.to_string(),
         workload: workload.to_string(),
@@ -322,6 +341,12 @@ pub fn run(
             0.0
         },
         blocks_per_get,
+        keys: s.keys,
+        tables_per_get: per_get(|p| p.tables_considered),
+        filter_probes_per_get: per_get(|p| p.filter_probes),
+        levels: tree.as_ref().map(|t| t.levels.clone()),
+        filter_mib: tree.as_ref().map(|t| t.filter_bytes as f64 / 1048576.0),
+        index_mib: tree.as_ref().map(|t| t.index_bytes as f64 / 1048576.0),
     })
 }
 

@@ -77,6 +77,63 @@ fn every_engine_runs_every_workload() {
 }
 
 #[test]
+fn a_scaling_run_reports_every_size_with_siltdb_read_path_figures() {
+    let out = tempfile_dir();
+    let status = Command::new(env!("CARGO_BIN_EXE_siltdb-compare"))
+        .args([
+            "--engines",
+            "siltdb",
+            "--workloads",
+            "fillrandom,readrandom,readmissing",
+            "--reads",
+            "1000",
+            "--memtable-mib",
+            "1",
+            "--scale",
+            "2000,60000",
+            "--out",
+        ])
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let jsonl = std::fs::read_to_string(out.join("results.jsonl")).unwrap();
+    let rows: Vec<serde_json::Value> = jsonl
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 6, "3 workloads at 2 sizes");
+    for keys in [2000u64, 60000] {
+        for w in ["fillrandom", "readrandom", "readmissing"] {
+            let r = rows
+                .iter()
+                .find(|r| r["keys"].as_u64() == Some(keys) && r["workload"] == w)
+                .unwrap_or_else(|| panic!("{keys} {w} missing"));
+            assert!(r["levels"].as_str().is_some(), "{keys} {w}");
+            assert!(r["index_mib"].as_f64().is_some(), "{keys} {w}");
+        }
+    }
+    // At 60,000 keys (7 MB, 1 MiB memtables) the data is in tables: a present get considers
+    // table for most keys, an absent one probes filters and almost never reads a block.
+    let at = |w: &str| {
+        rows.iter()
+            .find(|r| r["keys"].as_u64() == Some(60000) && r["workload"] == w)
+            .unwrap()
+    };
+    assert!(at("readrandom")["tables_per_get"].as_f64().unwrap() > 0.5);
+    assert!(at("readmissing")["filter_probes_per_get"].as_f64().unwrap() > 0.0);
+    assert!(at("readmissing")["blocks_per_get"].as_f64().unwrap() < 0.1);
+    let md = std::fs::read_to_string(out.join("scaling.md")).unwrap();
+    assert!(
+        md.contains("| 2000 | siltdb |") && md.contains("| 60000 | siltdb |"),
+        "{md}"
+    );
+    let svg = std::fs::read_to_string(out.join("chart-scaling.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("siltdb readmissing"));
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
 fn bad_arguments_are_refused() {
     let out = tempfile_dir();
     for args in [

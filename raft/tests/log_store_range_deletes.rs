@@ -40,9 +40,16 @@ fn purge_and_truncate_are_one_small_write_and_survive_reopen() {
         rt.block_on(async {
             log.save_vote(&Vote::new(2, 1)).await.unwrap();
             for start in (1..=10_000u64).step_by(1_000) {
+                // openraft's flush callback (which blocking_append waits for) fires only after
+                // the WAL was fsynced.
+                let syncs = db.stats().wal_syncs;
                 log.blocking_append((start..start + 1_000).map(entry))
                     .await
                     .unwrap();
+                assert!(
+                    db.stats().wal_syncs > syncs,
+                    "append acknowledged without an fsync"
+                );
             }
             let before = db.stats();
             log.purge(log_id(5_000)).await.unwrap();
