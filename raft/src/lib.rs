@@ -34,6 +34,10 @@ pub use state_machine::{SnapshotBuilder, StateMachine};
 pub use store::open_store;
 pub use types::{Request, Response, TypeConfig};
 
+/// The longest user key siltdb-raft stores: siltdb's `MAX_KEY_SIZE` less the one-byte data
+/// prefix.
+pub const MAX_USER_KEY: usize = siltdb::MAX_KEY_SIZE - 1;
+
 /// The node id type: openraft's default, `u64`.
 pub type NodeId = u64;
 /// The Raft handle for siltdb-raft's type configuration.

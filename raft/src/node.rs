@@ -99,6 +99,8 @@ impl Node {
         tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
+                    // Out of descriptors, most likely: do not spin.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 };
                 let _ = stream.set_nodelay(true);
@@ -186,8 +188,24 @@ impl Node {
         }
     }
 
-    /// Answers one client request.
+    /// Answers one client request. A put or delete whose key is over
+    /// [`MAX_USER_KEY`](crate::MAX_USER_KEY) bytes or whose value is over siltdb's
+    /// `MAX_VALUE_SIZE` is answered with an error and never reaches the log.
     pub async fn client(&self, req: ClientRequest) -> ClientReply {
+        let too_big = match &req {
+            ClientRequest::Put { key, value } => {
+                key.len() > crate::MAX_USER_KEY || value.len() > siltdb::MAX_VALUE_SIZE
+            }
+            ClientRequest::Delete { key } => key.len() > crate::MAX_USER_KEY,
+            _ => false,
+        };
+        if too_big {
+            return ClientReply::Error(format!(
+                "invalid argument: keys are at most {} bytes, values at most {} bytes",
+                crate::MAX_USER_KEY,
+                siltdb::MAX_VALUE_SIZE
+            ));
+        }
         match req {
             ClientRequest::Put { key, value } => Self::write_reply(
                 self.raft.client_write(Request::Put { key, value }).await,

@@ -12,7 +12,7 @@
 
 use std::io::Cursor;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use openraft::storage::{RaftStateMachine, Snapshot};
@@ -41,12 +41,67 @@ struct Applied {
 pub struct StateMachine {
     db: Arc<Db>,
     dir: PathBuf,
+    /// Held while the snapshot file is replaced: openraft builds snapshots in a task of its
+    /// own, concurrently with installs, and an older build must not replace a newer file.
+    file_lock: Arc<Mutex<()>>,
 }
 
 /// Builds snapshots of a [`StateMachine`]: openraft's `RaftSnapshotBuilder`.
 pub struct SnapshotBuilder {
     db: Arc<Db>,
     dir: PathBuf,
+    file_lock: Arc<Mutex<()>>,
+}
+
+/// A batch written by `apply` or an install is cut when it reaches this many bytes (siltdb
+/// refuses batches over 1 GiB). Puts and deletes are idempotent and the applied log id is
+/// written with the last piece, so a crash between pieces only makes openraft apply the same
+/// entries again (and an install is redone from the snapshot file at open).
+const BATCH_PIECE: usize = 64 << 20;
+
+/// Saves the snapshot file unless the file there is at least as new (see
+/// `StateMachine::file_lock`).
+fn save_if_newer(
+    dir: &std::path::Path,
+    lock: &Mutex<()>,
+    meta: &Meta,
+    data: &[u8],
+) -> Result<(), crate::Error> {
+    let _held = lock.lock().unwrap_or_else(|p| p.into_inner());
+    if let Ok(Some((existing, _))) = snapshot_file::load(dir) {
+        if existing.last_log_id >= meta.last_log_id {
+            return Ok(());
+        }
+    }
+    snapshot_file::save(dir, meta, data)
+}
+
+/// Replaces the state machine's data with a snapshot's pairs and sets the applied log id:
+/// a range delete of all data, the pairs, the applied id last, in pieces of at most
+/// [`BATCH_PIECE`] bytes, the last one synced.
+fn load_snapshot(db: &Db, meta: &Meta, data: &[u8]) -> Result<(), crate::Error> {
+    let pairs = snapshot_file::pairs(data)?;
+    let mut batch = WriteBatch::new();
+    batch.remove_range(vec![keys::DATA_PREFIX]..keys::data_end().to_vec());
+    let mut bytes = 0usize;
+    for (k, v) in pairs {
+        if bytes >= BATCH_PIECE {
+            db.write_with(std::mem::take(&mut batch), WriteOptions::new().sync(false))?;
+            bytes = 0;
+        }
+        batch.insert(keys::data_key(k), v);
+        bytes += k.len() + v.len() + 16;
+    }
+    let applied = Applied {
+        last_applied: meta.last_log_id,
+        membership: meta.last_membership.clone(),
+    };
+    batch.insert(
+        keys::APPLIED,
+        serde_json::to_vec(&applied).expect("serialises"),
+    );
+    db.write_with(batch, WriteOptions::new().sync(true))?;
+    Ok(())
 }
 
 fn sm_read_err(e: impl Into<crate::Error>) -> StorageError<NodeId> {
@@ -72,8 +127,23 @@ fn read_applied(
 }
 
 impl StateMachine {
-    pub(crate) fn new(db: Arc<Db>, dir: PathBuf) -> StateMachine {
-        StateMachine { db, dir }
+    /// Opens the state machine, first finishing an install or a build that a crash cut
+    /// short: if the snapshot file covers more of the log than `s/applied` says was applied
+    /// (a crash between saving the file and writing the data, or a power loss that took
+    /// unsynced applies a snapshot had seen), the file's data is loaded, so that the state
+    /// machine is never behind its own snapshot.
+    pub(crate) fn open(db: Arc<Db>, dir: PathBuf) -> Result<StateMachine, crate::Error> {
+        if let Some((meta, data)) = snapshot_file::load(&dir)? {
+            let applied = read_applied(|| db.get(keys::APPLIED))?;
+            if meta.last_log_id > applied.last_applied {
+                load_snapshot(&db, &meta, &data)?;
+            }
+        }
+        Ok(StateMachine {
+            db,
+            dir,
+            file_lock: Arc::new(Mutex::new(())),
+        })
     }
 
     /// The database the state machine (and the log) live in, for reads of replicated data
@@ -125,7 +195,8 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
                 None => format!("none-{stamp}"),
             },
         };
-        snapshot_file::save(&self.dir, &meta, &data).map_err(|e| snapshot_err(Some(&meta), e))?;
+        save_if_newer(&self.dir, &self.file_lock, &meta, &data)
+            .map_err(|e| snapshot_err(Some(&meta), e))?;
         Ok(Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(data)),
@@ -150,16 +221,37 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     {
         let mut applied = read_applied(|| self.db.get(keys::APPLIED)).map_err(sm_read_err)?;
         let mut batch = WriteBatch::new();
+        let mut bytes = 0usize;
         let mut replies = Vec::new();
         for e in entries {
             applied.last_applied = Some(e.log_id);
+            if bytes >= BATCH_PIECE {
+                self.db
+                    .write_with(std::mem::take(&mut batch), WriteOptions::new().sync(false))
+                    .map_err(sm_write_err)?;
+                bytes = 0;
+            }
+            let mut refused = false;
             match e.payload {
                 EntryPayload::Blank => {}
+                // A committed entry siltdb cannot store must not stop the state machine (every
+                // node would fail on it at every restart): it is refused, the same way on
+                // every node.
                 EntryPayload::Normal(Request::Put { key, value }) => {
-                    batch.insert(keys::data_key(key.as_bytes()), value.as_bytes());
+                    if key.len() > crate::MAX_USER_KEY || value.len() > siltdb::MAX_VALUE_SIZE {
+                        refused = true;
+                    } else {
+                        bytes += key.len() + value.len() + 16;
+                        batch.insert(keys::data_key(key.as_bytes()), value.as_bytes());
+                    }
                 }
                 EntryPayload::Normal(Request::Delete { key }) => {
-                    batch.remove(keys::data_key(key.as_bytes()));
+                    if key.len() > crate::MAX_USER_KEY {
+                        refused = true;
+                    } else {
+                        bytes += key.len() + 16;
+                        batch.remove(keys::data_key(key.as_bytes()));
+                    }
                 }
                 EntryPayload::Membership(m) => {
                     applied.membership = StoredMembership::new(Some(e.log_id), m);
@@ -167,6 +259,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             }
             replies.push(Response {
                 index: e.log_id.index,
+                refused,
             });
         }
         if replies.is_empty() {
@@ -186,6 +279,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         SnapshotBuilder {
             db: self.db.clone(),
             dir: self.dir.clone(),
+            file_lock: self.file_lock.clone(),
         }
     }
 
@@ -201,26 +295,13 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError<NodeId>> {
         let data = snapshot.into_inner();
-        let pairs = snapshot_file::pairs(&data).map_err(|e| snapshot_err(Some(meta), e))?;
-        // Keep the snapshot first, so that a node restarted after the install (whose log
-        // openraft then purges) can still hand it to a follower.
-        snapshot_file::save(&self.dir, meta, &data).map_err(|e| snapshot_err(Some(meta), e))?;
-        let mut batch = WriteBatch::with_capacity(data.len() + 64);
-        batch.remove_range(vec![keys::DATA_PREFIX]..keys::data_end().to_vec());
-        for (k, v) in pairs {
-            batch.insert(keys::data_key(k), v);
-        }
-        let applied = Applied {
-            last_applied: meta.last_log_id,
-            membership: meta.last_membership.clone(),
-        };
-        batch.insert(
-            keys::APPLIED,
-            serde_json::to_vec(&applied).expect("serialises"),
-        );
-        self.db
-            .write_with(batch, WriteOptions::new().sync(true))
-            .map_err(|e| snapshot_err(Some(meta), e))
+        // Check the data, then keep it first, so that a node restarted after the install
+        // (whose log openraft then purges) can still hand it to a follower, and so that a
+        // crash during the install is finished at open (`StateMachine::open`).
+        snapshot_file::pairs(&data).map_err(|e| snapshot_err(Some(meta), e))?;
+        save_if_newer(&self.dir, &self.file_lock, meta, &data)
+            .map_err(|e| snapshot_err(Some(meta), e))?;
+        load_snapshot(&self.db, meta, &data).map_err(|e| snapshot_err(Some(meta), e))
     }
 
     async fn get_current_snapshot(
@@ -234,5 +315,41 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             })),
             Err(e) => Err(StorageIOError::read_snapshot(None, AnyError::new(&e)).into()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::CommittedLeaderId;
+
+    fn meta(i: u64) -> Meta {
+        Meta {
+            last_log_id: Some(LogId::new(CommittedLeaderId::new(1, 1), i)),
+            last_membership: Membership::default(),
+            snapshot_id: format!("s{i}"),
+        }
+    }
+
+    fn file_index(dir: &std::path::Path) -> Option<u64> {
+        snapshot_file::load(dir)
+            .unwrap()
+            .unwrap()
+            .0
+            .last_log_id
+            .map(|l| l.index)
+    }
+
+    /// openraft builds snapshots concurrently with installs: a build that read an older
+    /// state and finishes last must not replace the newer file.
+    #[test]
+    fn an_older_snapshot_never_replaces_a_newer_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = Mutex::new(());
+        save_if_newer(dir.path(), &lock, &meta(300), b"").unwrap();
+        save_if_newer(dir.path(), &lock, &meta(200), b"").unwrap();
+        assert_eq!(file_index(dir.path()), Some(300));
+        save_if_newer(dir.path(), &lock, &meta(400), b"").unwrap();
+        assert_eq!(file_index(dir.path()), Some(400));
     }
 }

@@ -16,8 +16,12 @@ use crate::{Error, LogStore, StateMachine};
 /// store chooses durability per write (appends and the vote are synced, applies are not; see
 /// [`LogStore`]).
 ///
+/// If the snapshot file covers more of the log than the state machine has applied (a crash
+/// during an install), the snapshot's data is loaded first.
+///
 /// Errors: [`Error::Io`] if the directory cannot be created; what [`Db::open_with`] returns
-/// ([`Error::Db`]), for example a database locked by another process.
+/// ([`Error::Db`]), for example a database locked by another process;
+/// [`Error::Corruption`] if the snapshot file or the applied state does not decode.
 pub fn open_store(dir: impl AsRef<Path>) -> Result<(LogStore, StateMachine), Error> {
     let dir = dir.as_ref();
     std::fs::create_dir_all(dir)?;
@@ -25,8 +29,6 @@ pub fn open_store(dir: impl AsRef<Path>) -> Result<(LogStore, StateMachine), Err
         dir.join("db"),
         Options::default().sync_writes(false),
     )?);
-    Ok((
-        LogStore::new(db.clone()),
-        StateMachine::new(db, dir.to_path_buf()),
-    ))
+    let sm = StateMachine::open(db.clone(), dir.to_path_buf())?;
+    Ok((LogStore::new(db), sm))
 }

@@ -27,6 +27,12 @@ pub enum Request {
 pub struct Response {
     /// The index of the log entry that was applied.
     pub index: u64,
+    /// `true` if the entry's write was refused as invalid (a key over
+    /// [`MAX_USER_KEY`](crate::MAX_USER_KEY) bytes or a value over siltdb's `MAX_VALUE_SIZE`):
+    /// every node refuses it the same way and nothing changes. The node's client API refuses
+    /// such writes before they reach the log.
+    #[serde(default)]
+    pub refused: bool,
 }
 
 openraft::declare_raft_types!(

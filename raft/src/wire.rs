@@ -180,8 +180,15 @@ pub async fn read_frame<R: AsyncReadExt + Unpin, T: DeserializeOwned>(
     if n > MAX_FRAME {
         return Err(too_big(n));
     }
-    let mut body = vec![0u8; n];
-    r.read_exact(&mut body).await?;
+    // Grow the buffer as bytes arrive rather than trusting the length up front.
+    let mut body = Vec::new();
+    r.take(n as u64).read_to_end(&mut body).await?;
+    if body.len() != n {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "frame cut short",
+        ));
+    }
     decode(&body).map(Some)
 }
 
@@ -197,8 +204,14 @@ pub fn call_blocking<S: Read + Write, Req: Serialize, Rep: DeserializeOwned>(
     if n > MAX_FRAME {
         return Err(too_big(n));
     }
-    let mut body = vec![0u8; n];
-    s.read_exact(&mut body)?;
+    let mut body = Vec::new();
+    s.take(n as u64).read_to_end(&mut body)?;
+    if body.len() != n {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "frame cut short",
+        ));
+    }
     decode(&body)
 }
 

@@ -72,6 +72,13 @@ fn a_learner_joins_catches_up_and_replaces_a_voter() {
     );
     assert_eq!(c.read("k0").unwrap().as_deref(), Some("v0"));
 
+    // A key siltdb cannot store is refused before it reaches the log.
+    let huge = "x".repeat(siltdb_raft::MAX_USER_KEY + 1);
+    assert!(matches!(
+        c.put(&huge, "v"),
+        Err(siltdb_raft::Error::Remote(_))
+    ));
+
     // An unknown voter is refused with an error, not a hang.
     let bad: BTreeSet<u64> = [1, 2, 3, 4, 99].into_iter().collect();
     assert!(c
