@@ -31,7 +31,7 @@ type Entry = openraft::Entry<TypeConfig>;
 type Membership = StoredMembership<NodeId, BasicNode>;
 
 /// What `s/applied` holds.
-#[derive(Default, Serialize, Deserialize)]
+#[derive(Clone, Default, Serialize, Deserialize)]
 struct Applied {
     last_applied: Option<LogId<NodeId>>,
     membership: Membership,
@@ -44,6 +44,9 @@ pub struct StateMachine {
     /// Held while the snapshot file is replaced: openraft builds snapshots in a task of its
     /// own, concurrently with installs, and an older build must not replace a newer file.
     file_lock: Arc<Mutex<()>>,
+    /// What `s/applied` holds, kept in memory so that `apply` and `applied_state` do not read
+    /// and decode it from the database on every call (this struct is its only writer).
+    applied: Applied,
 }
 
 /// Builds snapshots of a [`StateMachine`]: openraft's `RaftSnapshotBuilder`.
@@ -79,7 +82,7 @@ fn save_if_newer(
 /// Replaces the state machine's data with a snapshot's pairs and sets the applied log id:
 /// a range delete of all data, the pairs, the applied id last, in pieces of at most
 /// [`BATCH_PIECE`] bytes, the last one synced.
-fn load_snapshot(db: &Db, meta: &Meta, data: &[u8]) -> Result<(), crate::Error> {
+fn load_snapshot(db: &Db, meta: &Meta, data: &[u8]) -> Result<Applied, crate::Error> {
     let pairs = snapshot_file::pairs(data)?;
     let mut batch = WriteBatch::new();
     batch.remove_range(vec![keys::DATA_PREFIX]..keys::data_end().to_vec());
@@ -101,7 +104,7 @@ fn load_snapshot(db: &Db, meta: &Meta, data: &[u8]) -> Result<(), crate::Error> 
         serde_json::to_vec(&applied).expect("serialises"),
     );
     db.write_with(batch, WriteOptions::new().sync(true))?;
-    Ok(())
+    Ok(applied)
 }
 
 fn sm_read_err(e: impl Into<crate::Error>) -> StorageError<NodeId> {
@@ -133,16 +136,17 @@ impl StateMachine {
     /// unsynced applies a snapshot had seen), the file's data is loaded, so that the state
     /// machine is never behind its own snapshot.
     pub(crate) fn open(db: Arc<Db>, dir: PathBuf) -> Result<StateMachine, crate::Error> {
+        let mut applied = read_applied(|| db.get(keys::APPLIED))?;
         if let Some((meta, data)) = snapshot_file::load(&dir)? {
-            let applied = read_applied(|| db.get(keys::APPLIED))?;
             if meta.last_log_id > applied.last_applied {
-                load_snapshot(&db, &meta, &data)?;
+                applied = load_snapshot(&db, &meta, &data)?;
             }
         }
         Ok(StateMachine {
             db,
             dir,
             file_lock: Arc::new(Mutex::new(())),
+            applied,
         })
     }
 
@@ -210,8 +214,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     async fn applied_state(
         &mut self,
     ) -> Result<(Option<LogId<NodeId>>, Membership), StorageError<NodeId>> {
-        let a = read_applied(|| self.db.get(keys::APPLIED)).map_err(sm_read_err)?;
-        Ok((a.last_applied, a.membership))
+        Ok((self.applied.last_applied, self.applied.membership.clone()))
     }
 
     async fn apply<I>(&mut self, entries: I) -> Result<Vec<Response>, StorageError<NodeId>>
@@ -219,7 +222,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
     {
-        let mut applied = read_applied(|| self.db.get(keys::APPLIED)).map_err(sm_read_err)?;
+        let mut applied = self.applied.clone();
         let mut batch = WriteBatch::new();
         let mut bytes = 0usize;
         let mut replies = Vec::new();
@@ -272,6 +275,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         self.db
             .write_with(batch, WriteOptions::new().sync(false))
             .map_err(sm_write_err)?;
+        self.applied = applied;
         Ok(replies)
     }
 
@@ -301,7 +305,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         snapshot_file::pairs(&data).map_err(|e| snapshot_err(Some(meta), e))?;
         save_if_newer(&self.dir, &self.file_lock, meta, &data)
             .map_err(|e| snapshot_err(Some(meta), e))?;
-        load_snapshot(&self.db, meta, &data).map_err(|e| snapshot_err(Some(meta), e))
+        self.applied =
+            load_snapshot(&self.db, meta, &data).map_err(|e| snapshot_err(Some(meta), e))?;
+        Ok(())
     }
 
     async fn get_current_snapshot(
