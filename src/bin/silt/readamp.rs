@@ -48,9 +48,11 @@ pub struct ReadampArgs {
     #[arg(long)]
     target_table_size: Option<u64>,
     /// After the load, overwrite this many random loaded keys (new values): a steady-state
-    /// tree whose levels all span the key range, as after a long run of updates.
-    #[arg(long, default_value_t = 0)]
-    overwrites: u64,
+    /// tree whose levels all span the key range, as after a long run of updates. Default: as
+    /// many as `--keys`; `--overwrites 0` reads the young tree a single load leaves, whose
+    /// levels cover mostly different keys.
+    #[arg(long)]
+    overwrites: Option<u64>,
     /// After the tree has settled (L0 is always compacted away before the reads), flush this
     /// many more small batches of overwrites so that L0 holds that many tables, as a tree does
     /// while writes go on.
@@ -60,6 +62,13 @@ pub struct ReadampArgs {
     /// always has; with a cache, the report shows how many of those blocks it supplied.
     #[arg(long, default_value_t = 0)]
     block_cache_size: u64,
+}
+
+impl ReadampArgs {
+    /// Overwrites after the load: `--overwrites`, or as many as `--keys`.
+    fn overwrites(&self) -> u64 {
+        self.overwrites.unwrap_or(self.keys)
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -226,6 +235,8 @@ struct SettingReport {
 #[derive(Clone, Debug, Serialize)]
 struct Report {
     keys: u64,
+    /// Overwrites of loaded keys after the load (0: the young tree).
+    overwrites: u64,
     key_size: usize,
     value_size: usize,
     reads_per_kind: u64,
@@ -379,10 +390,11 @@ fn run_setting(
             pb.set_position(i);
         }
     }
-    if args.overwrites > 0 {
+    let overwrites = args.overwrites();
+    if overwrites > 0 {
         let value2 = vec![b'w'; args.value_size];
-        pb.set_length(args.keys + args.overwrites);
-        for j in 0..args.overwrites {
+        pb.set_length(args.keys + overwrites);
+        for j in 0..overwrites {
             let i = splitmix(splitmix(args.seed ^ 0x0bad_5eed) ^ j) % args.keys;
             db.insert(make_key(0, args.seed, i), &value2)?;
             if j % 8192 == 0 {
@@ -451,7 +463,7 @@ fn run_setting(
     Ok(SettingReport {
         setting,
         load_secs,
-        load_keys_per_sec: (args.keys + args.overwrites) as f64 / load_secs,
+        load_keys_per_sec: (args.keys + overwrites) as f64 / load_secs,
         write_amplification: stats.write_amplification(),
         levels,
         filter_bytes,
@@ -474,8 +486,16 @@ fn opt_pct(v: Option<f64>) -> String {
 }
 
 fn print_text(r: &Report) {
+    let tree = if r.overwrites > 0 {
+        format!(
+            "then {} random overwrites (a steady-state tree)",
+            r.overwrites
+        )
+    } else {
+        "no overwrites (a young tree)".to_string()
+    };
     println!(
-        "siltdb read amplification: {} keys ({}-byte keys, {}-byte values, random order, default options), {} reads per kind",
+        "siltdb read amplification: {} keys ({}-byte keys, {}-byte values, random order), {tree}; default options except each setting's filter policy; {} reads per kind",
         r.keys, r.key_size, r.value_size, r.reads_per_kind
     );
     for s in &r.settings {
@@ -726,6 +746,7 @@ pub fn run(args: &ReadampArgs, json: bool) -> Result<(), CliError> {
     }
     let report = Report {
         keys: args.keys,
+        overwrites: args.overwrites(),
         key_size: 16,
         value_size: args.value_size,
         reads_per_kind: args.reads,
