@@ -354,7 +354,8 @@ impl<A: Array> Fuse<A> {
 }
 
 /// Sorts mixed hashes by their top `bits` bits (a counting sort through `scratch`): keys
-/// whose first slots are near each other end up near each other.
+/// whose first slots are near each other end up near each other. `scratch` is left holding
+/// the unsorted buffer.
 fn bucket_sort(hashes: &mut Vec<u64>, bits: u32, scratch: &mut Vec<u64>) {
     let buckets = 1usize << bits;
     let shift = 64 - bits;
@@ -432,10 +433,12 @@ fn build_with<A: Array>(
             *h = fmix64(original.wrapping_add(seed));
         }
         previous_seed = Some(seed);
-        // The sort's buffer is freed before the slot arrays are filled, so that the two
-        // never add up. Below 2^18 keys the slot arrays fit in L2 anyway.
+        // Sorted by first slot, the keys fill the slot arrays in a window that moves through
+        // them once. The sort leaves the unsorted buffer in `xor`, which the slot array then
+        // reuses: the two never add up, and its pages are already mapped. Below 2^18 keys
+        // the slot arrays fit in L2 anyway.
         if hashes.len() > 1 << 18 {
-            bucket_sort(hashes, block_bits, &mut Vec::new());
+            bucket_sort(hashes, block_bits, &mut xor);
         }
         count.clear();
         count.resize(slots, 0);
@@ -494,42 +497,52 @@ fn build_with<A: Array>(
 /// Peels the hypergraph: `order` receives the slots keys were peeled from, in peeling order.
 /// Such a slot keeps its count of 1 and its key's hash, for the assignment. Every key was
 /// peeled if `order` holds as many as there are keys.
+///
+/// The peel sweeps the slots in order and peels each slot that holds one key; a slot behind
+/// the sweep that a peel leaves with one key goes on `stack` and is peeled at once, a slot
+/// ahead of it is met by the sweep. A key's slots lie in `arity` consecutive segments, so the
+/// slots a peel touches stay within a few segments of the sweep: the working set is a window
+/// that moves through the arrays once, not the whole of them. (Peeling is confluent: any order
+/// that peels every slot ever left with one key peels the same keys.)
 fn peel(
     geometry: &Geometry,
     count: &mut [u8],
     xor: &mut [u64],
-    queue: &mut Vec<u32>,
+    stack: &mut Vec<u32>,
     order: &mut Vec<u32>,
 ) {
     let ar = geometry.arity as usize;
-    queue.clear();
+    stack.clear();
     order.clear();
-    for (s, &c) in count.iter().enumerate() {
-        if c >> 2 == 1 {
-            queue.push(s as u32);
-        }
-    }
-    while let Some(s) = queue.pop() {
-        let s = s as usize;
-        let c = count[s];
-        if c >> 2 != 1 {
+    for i in 0..count.len() {
+        if count[i] >> 2 != 1 {
             continue;
         }
-        let m = xor[s];
-        order.push(s as u32);
-        // Remove the key from all its slots (no branch on which one is its own), then give
-        // its own slot back its count of 1 and the key's hash: no other key uses that slot,
-        // so the queue never takes it again.
-        for (j, &other) in geometry.slots(m)[..ar].iter().enumerate() {
-            let c = count[other];
-            if c >> 2 == 2 {
-                queue.push(other as u32);
+        let mut s = i;
+        loop {
+            let c = count[s];
+            if c >> 2 == 1 {
+                let m = xor[s];
+                order.push(s as u32);
+                // Remove the key from all its slots (no branch on which one is its own), then
+                // give its own slot back its count of 1 and the key's hash: no other key uses
+                // that slot, so it is never taken again.
+                for (j, &other) in geometry.slots(m)[..ar].iter().enumerate() {
+                    let c = count[other];
+                    if c >> 2 == 2 && other <= i {
+                        stack.push(other as u32);
+                    }
+                    count[other] = (c - 4) ^ j as u8;
+                    xor[other] ^= m;
+                }
+                count[s] = c;
+                xor[s] = m;
             }
-            count[other] = (c - 4) ^ j as u8;
-            xor[other] ^= m;
+            match stack.pop() {
+                Some(next) => s = next as usize,
+                None => break,
+            }
         }
-        count[s] = c;
-        xor[s] = m;
     }
 }
 
@@ -615,6 +628,30 @@ mod tests {
         }
         // 4-wise needs fewer slots per key.
         assert!(bits_per_key(70_000, 8, 4).unwrap() < bits_per_key(70_000, 8, 3).unwrap());
+    }
+
+    #[test]
+    fn large_builds_sort_and_sweep_without_false_negatives() {
+        // Past 2^18 keys the build sorts the hashes by first slot (its buffer then becomes the
+        // XOR array) and the peel sweeps a window through the arrays; both widths, both arities.
+        let n = (1u64 << 18) + 40_000;
+        let keys = hashes(n, 7);
+        for (arity, width) in [(4, 8), (3, 16), (4, 12)] {
+            let mut scratch = keys.clone();
+            let f = build::<Packed>(&mut scratch, arity, width).expect("builds");
+            assert!(
+                keys.iter().all(|&h| f.may_contain(h)),
+                "arity {arity} width {width}"
+            );
+            let absent = hashes(200_000, 8);
+            let fp = absent.iter().filter(|&&h| f.may_contain(h)).count() as f64;
+            let rate = fp / absent.len() as f64;
+            let expected = 2f64.powi(-(width as i32));
+            assert!(
+                rate < expected * 1.3 + 20.0 / absent.len() as f64,
+                "arity {arity} width {width}: {rate} against {expected}"
+            );
+        }
     }
 
     #[test]
