@@ -27,6 +27,7 @@ fn the_purge_thread_deletes_what_a_reader_held_last() {
             log.lock().push((path.to_path_buf(), who));
         })),
         on_sync_dir: None,
+        on_sync: None,
     };
     let dir = Path::new("/db");
     let db = Db::open_with(

@@ -35,6 +35,7 @@ fn a_slow_rotation_fsync_does_not_hold_the_state_lock() {
                 let _ = release_rx.lock().recv_timeout(Duration::from_secs(20));
             }
         })),
+        on_sync: None,
     };
     let dir = Path::new("/db");
     let opts = common::small_options()

@@ -47,6 +47,7 @@ fn two_thousand_tables_with_64_descriptors() {
         })),
         on_remove: None,
         on_sync_dir: None,
+        on_sync: None,
     };
     let dir = Path::new("/db");
     let db = Db::open_with(

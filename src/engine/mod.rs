@@ -84,6 +84,8 @@ pub(crate) struct Core {
     /// A flush or compaction finished (for `flush`, `compact` and `wait_for_compactions`).
     done_cv: Condvar,
     wal: Mutex<Option<WalWriter>>,
+    /// A writer queued while a leader gathers a synced group.
+    gather_cv: Condvar,
     versions: Mutex<VersionSet>,
     file_numbers: Arc<AtomicU64>,
     counters: Arc<Counters>,
@@ -141,6 +143,7 @@ impl Core {
             room_cv: Condvar::new(),
             bg_cv: Condvar::new(),
             done_cv: Condvar::new(),
+            gather_cv: Condvar::new(),
             wal: Mutex::new(r.wal),
             file_numbers: r.versions.file_numbers(),
             env: r.versions.table_env().clone(),

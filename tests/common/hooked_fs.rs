@@ -1,6 +1,7 @@
-//! [`HookedFs`]: a `MemFs` that calls a test's hook before every open, every remove and every
-//! directory sync (to count opens, slow one file down, record which thread removed a file, or
-//! hold a directory sync while the test looks at what else can run).
+//! [`HookedFs`]: a `MemFs` that calls a test's hook before every open, every remove, every
+//! directory sync and every fsync of a file being written (to count opens, slow one file down,
+//! record which thread removed a file, hold a directory sync while the test looks at what else
+//! can run, or make fsyncs as slow as a disk's).
 #![allow(dead_code)]
 
 use siltdb::fs::{FileLock, FileSystem, MemFs, RandomAccessFile, WritableFile};
@@ -17,6 +18,8 @@ pub struct HookedFs {
     pub on_open: Option<Hook>,
     pub on_remove: Option<Hook>,
     pub on_sync_dir: Option<Hook>,
+    /// Before every `WritableFile::sync` (the WAL's fsyncs, a table's before it is named).
+    pub on_sync: Option<Hook>,
 }
 
 impl std::fmt::Debug for HookedFs {
@@ -27,7 +30,15 @@ impl std::fmt::Debug for HookedFs {
 
 impl FileSystem for HookedFs {
     fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
-        self.inner.create(path)
+        let inner = self.inner.create(path)?;
+        Ok(match &self.on_sync {
+            Some(hook) => Box::new(HookedWrite {
+                inner,
+                path: path.to_path_buf(),
+                hook: hook.clone(),
+            }),
+            None => inner,
+        })
     }
     fn open(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>> {
         if let Some(h) = &self.on_open {
@@ -64,5 +75,33 @@ impl FileSystem for HookedFs {
     }
     fn exists(&self, path: &Path) -> bool {
         self.inner.exists(path)
+    }
+}
+
+/// A file being written whose `sync` calls the hook first.
+struct HookedWrite {
+    inner: Box<dyn WritableFile>,
+    path: std::path::PathBuf,
+    hook: Hook,
+}
+
+impl std::fmt::Debug for HookedWrite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HookedWrite")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+impl WritableFile for HookedWrite {
+    fn append(&mut self, data: &[u8]) -> io::Result<()> {
+        self.inner.append(data)
+    }
+    fn sync(&mut self) -> io::Result<()> {
+        (self.hook)(&self.path);
+        self.inner.sync()
+    }
+    fn len(&self) -> u64 {
+        self.inner.len()
     }
 }
