@@ -199,6 +199,10 @@ pub(crate) struct WalWriter {
     number: u64,
     path: PathBuf,
     buf: Vec<u8>,
+    /// The first failed append or fsync: every later one fails with it. After a failed fsync
+    /// the kernel may have dropped the dirty pages, so a later fsync that succeeds proves
+    /// nothing; no write may be acknowledged through this WAL again.
+    failed: Option<Error>,
 }
 
 impl WalWriter {
@@ -211,12 +215,16 @@ impl WalWriter {
             number,
             path: path.to_path_buf(),
             buf: Vec::new(),
+            failed: None,
         })
     }
 
     /// Appends one record holding `count` ops (already encoded, in `parts`) starting at
     /// `first_seq`, with a single write: when this returns, the record is in the OS.
     pub(crate) fn append(&mut self, first_seq: SeqNo, count: u32, parts: &[&[u8]]) -> Result<()> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
         self.buf.clear();
         self.buf.resize(HEADER_LEN, 0);
         put_u64(&mut self.buf, first_seq);
@@ -229,17 +237,29 @@ impl WalWriter {
         if self.buf.capacity() > (1 << 20) {
             self.buf = Vec::new();
         }
-        res.map_err(|e| io_context("append", &self.path, e))
+        let res = res.map_err(|e| io_context("append", &self.path, e));
+        if let Err(e) = &res {
+            self.failed = Some(e.clone());
+        }
+        res
     }
 
     /// fdatasync of the WAL file.
     pub(crate) fn sync(&mut self) -> Result<()> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
         if crate::sabotage::planted(crate::sabotage::Bug::SkipWalFsync) {
             return Ok(());
         }
-        self.log
+        let res = self
+            .log
             .sync()
-            .map_err(|e| io_context("sync", &self.path, e))
+            .map_err(|e| io_context("sync", &self.path, e));
+        if let Err(e) = &res {
+            self.failed = Some(e.clone());
+        }
+        res
     }
 }
 
@@ -288,6 +308,28 @@ pub(crate) fn replay(
 mod tests {
     use super::*;
     use crate::fs::MemFs;
+
+    #[test]
+    fn a_failed_sync_fails_every_later_append_and_sync() {
+        use crate::fs::{FaultPlan, OpKind as FsOp};
+        let fs = MemFs::new();
+        fs.create_dir_all(Path::new("/d")).unwrap();
+        let p = Path::new("/d/000001.wal");
+        let mut w = WalWriter::create(&fs, p, 1).unwrap();
+        let mut ops = Vec::new();
+        encode_op(&mut ops, OpKind::Put, b"k", b"v");
+        w.append(1, 1, &[&ops]).unwrap();
+        fs.set_fault(Some(FaultPlan::nth(FsOp::Sync, 0)));
+        assert!(matches!(w.sync(), Err(Error::Io(_))));
+        assert_eq!(fs.faults_injected(), 1);
+        fs.set_fault(None);
+        // The device works again, but the pages the failed fsync dropped are gone: nothing
+        // may succeed through this WAL any more, and the file system is not even asked.
+        let ops_before = fs.op_count();
+        assert!(matches!(w.sync(), Err(Error::Io(_))));
+        assert!(matches!(w.append(2, 1, &[&ops]), Err(Error::Io(_))));
+        assert_eq!(fs.op_count(), ops_before);
+    }
 
     #[test]
     fn append_and_replay() {

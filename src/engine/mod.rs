@@ -207,6 +207,7 @@ impl Core {
 
     fn notify_all(&self) {
         self.state.lock().writes.wake_all();
+        self.gather_cv.notify_all();
         self.room_cv.notify_all();
         self.bg_cv.notify_all();
         self.done_cv.notify_all();
@@ -247,6 +248,8 @@ impl Core {
             log::error!("{}: refusing further writes: {cause}", self.dir.display());
             st.life.poisoned = Some(cause.clone().into_poison());
         }
+        // A leader gathering a synced group stops waiting.
+        self.gather_cv.notify_all();
     }
 
     fn job_context<'a>(&'a self, numbers: &'a AtomicU64) -> JobContext<'a> {

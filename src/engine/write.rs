@@ -25,6 +25,10 @@ use std::time::Duration;
 /// Most bytes of queued batches one leader commits in one WAL record.
 const MAX_GROUP_BYTES: usize = 1 << 20;
 
+/// The longest a synced leader waits for writers to join its group (see
+/// `Core::gather_synced_writers`), however slow the last fsync was.
+const MAX_GATHER: Duration = Duration::from_millis(5);
+
 pub(crate) enum PendingKind {
     /// A batch, and whether the WAL must be fsynced before it is acknowledged.
     Write(WriteBatch, bool),
@@ -62,8 +66,10 @@ pub(super) struct WriteQueue {
     /// Writers seen around the last synced group (its own and those queued behind it): how
     /// many the next synced group waits for, briefly, so that they share its fsync.
     sync_writers: usize,
-    /// How long the last group's fsync took: the longest the next synced leader waits.
+    /// How long the last group's fsync took, and when that group was done: the next synced
+    /// leader waits at most until one such fsync time (capped) after it.
     last_sync: Duration,
+    last_synced_at: Option<std::time::Instant>,
     /// A leader is waiting for writers to join its synced group.
     gathering: bool,
 }
@@ -78,6 +84,7 @@ impl WriteQueue {
             last_seq,
             sync_writers: 0,
             last_sync: Duration::ZERO,
+            last_synced_at: None,
             gathering: false,
         }
     }
@@ -189,6 +196,12 @@ impl Core {
             return Vec::new();
         }
         self.gather_synced_writers(st);
+        // The state lock was released while gathering: a failed `sync` or `close` may have
+        // come in between, and nothing may be appended after them.
+        if let Err(e) = self.writable(st) {
+            st.writes.finish_front(Err(e));
+            return Vec::new();
+        }
         let mut group = st.writes.take_group();
         let count: u64 = group.iter().map(|g| u64::from(g.1.count)).sum();
         let last = st.writes.last_seq;
@@ -206,13 +219,13 @@ impl Core {
         let last_seq = first_seq + count - 1; // first_seq >= 1, first_seq + count <= MAX_SEQ
         let mem = st.tree.mem.clone();
         Counters::add(&self.counters.write_groups, 1);
-        let synced = group.iter().any(|g| g.2);
-        let started = synced.then(std::time::Instant::now);
         let result = MutexGuard::unlocked(st, || self.commit_group(&mut group, first_seq, &mem));
-        if let Some(t) = started {
-            st.writes.last_sync = t.elapsed();
+        if let Ok(Some(took)) = result {
+            st.writes.last_sync = took;
+            st.writes.last_synced_at = Some(std::time::Instant::now());
             st.writes.sync_writers = group.len() + st.writes.queue.len();
         }
+        let result = result.map(|_| ());
         // On failure the WAL may hold part of the record: never acknowledge, never reuse its
         // sequence numbers.
         st.writes.last_seq = last_seq;
@@ -229,21 +242,25 @@ impl Core {
     /// Group commit for synced writes: one fsync costs as much for eight writes as for one, and
     /// the writers the last synced group released need a moment to queue again. A leader whose
     /// front write asks for a sync waits until as many writers are queued as were seen around
-    /// the last synced group, or at most as long as that group's fsync took (capped at 1 ms),
-    /// so they share this fsync instead of splitting into two groups that alternate. A lone
-    /// writer never waits (it saw no other writer), and an unsynced write never does.
+    /// the last synced group, but never past one fsync time (as long as the last one took,
+    /// capped at [`MAX_GATHER`]) after that group was done, so they share this fsync instead of
+    /// splitting into two groups that take turns. A writer that comes later than that, a lone
+    /// writer (it saw no other) and an unsynced write never wait.
     fn gather_synced_writers(&self, st: &mut MutexGuard<'_, State>) {
         let w = &st.writes;
         let synced_front = matches!(
             w.queue.front().map(|p| &p.kind),
             Some(PendingKind::Write(_, true))
         );
+        let Some(done_at) = w.last_synced_at else {
+            return;
+        };
         if !synced_front || w.queue.len() >= w.sync_writers {
             return;
         }
-        let deadline = std::time::Instant::now() + w.last_sync.min(Duration::from_millis(1));
+        let deadline = done_at + w.last_sync.min(MAX_GATHER);
         st.writes.gathering = true;
-        while st.writes.queue.len() < st.writes.sync_writers {
+        while st.writes.queue.len() < st.writes.sync_writers && self.writable(st).is_ok() {
             if self.gather_cv.wait_until(st, deadline).timed_out() {
                 break;
             }
@@ -251,13 +268,14 @@ impl Core {
         st.writes.gathering = false;
     }
 
-    /// Appends a group to the WAL (syncing it if asked) and inserts it into `mem`.
+    /// Appends a group to the WAL (syncing it if asked) and inserts it into `mem`. Returns how
+    /// long the fsync took, if there was one.
     fn commit_group(
         &self,
         group: &mut [GroupMember],
         first_seq: SeqNo,
         mem: &Memtable,
-    ) -> Result<()> {
+    ) -> Result<Option<Duration>> {
         let count: u64 = group.iter().map(|g| u64::from(g.1.count)).sum();
         let count = u32::try_from(count).map_err(|_| {
             Error::InvalidArgument(format!("a write group of {count} operations is too large"))
@@ -267,8 +285,11 @@ impl Core {
         let parts: Vec<&[u8]> = group.iter().map(|g| g.1.ops.as_slice()).collect();
         w.append(first_seq, count, &parts)?;
         // One fsync covers every write of the group, and every write before it.
+        let mut took = None;
         if group.iter().any(|g| g.2) {
+            let started = std::time::Instant::now();
             w.sync()?;
+            took = Some(started.elapsed());
             Counters::add(&self.counters.wal_syncs, 1);
         }
         drop(wal);
@@ -285,7 +306,7 @@ impl Core {
                 seq += 1;
             }
         }
-        Ok(())
+        Ok(took)
     }
 
     /// Makes sure the memtable has room (sealing it if full, or if `force`), waiting while
