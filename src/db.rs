@@ -404,7 +404,8 @@ impl Db {
     /// flushed: the WAL is replayed on the next open. Every handle, iterator and snapshot of
     /// this database fails with [`Error::Closed`] afterwards. Closing twice is a no-op.
     ///
-    /// Errors: [`Error::Io`] if the final WAL sync fails.
+    /// Errors: [`Error::Io`] if the final WAL sync fails, or if an earlier append or fsync of
+    /// the WAL failed (that failure is returned again: the writes after it may not be durable).
     pub fn close(&self) -> Result<()> {
         self.handle.core.close(&self.handle.threads)
     }
