@@ -222,9 +222,7 @@ impl WalWriter {
     /// Appends one record holding `count` ops (already encoded, in `parts`) starting at
     /// `first_seq`, with a single write: when this returns, the record is in the OS.
     pub(crate) fn append(&mut self, first_seq: SeqNo, count: u32, parts: &[&[u8]]) -> Result<()> {
-        if let Some(e) = &self.failed {
-            return Err(e.clone());
-        }
+        self.check_not_failed()?;
         self.buf.clear();
         self.buf.resize(HEADER_LEN, 0);
         put_u64(&mut self.buf, first_seq);
@@ -238,17 +236,12 @@ impl WalWriter {
             self.buf = Vec::new();
         }
         let res = res.map_err(|e| io_context("append", &self.path, e));
-        if let Err(e) = &res {
-            self.failed = Some(e.clone());
-        }
-        res
+        self.remember_failure(res)
     }
 
     /// fdatasync of the WAL file.
     pub(crate) fn sync(&mut self) -> Result<()> {
-        if let Some(e) = &self.failed {
-            return Err(e.clone());
-        }
+        self.check_not_failed()?;
         if crate::sabotage::planted(crate::sabotage::Bug::SkipWalFsync) {
             return Ok(());
         }
@@ -256,6 +249,16 @@ impl WalWriter {
             .log
             .sync()
             .map_err(|e| io_context("sync", &self.path, e));
+        self.remember_failure(res)
+    }
+
+    /// The earlier failure every later append and fsync returns, if there was one.
+    fn check_not_failed(&self) -> Result<()> {
+        self.failed.clone().map_or(Ok(()), Err)
+    }
+
+    /// Passes `res` on, keeping its error for every later call.
+    fn remember_failure(&mut self, res: Result<()>) -> Result<()> {
         if let Err(e) = &res {
             self.failed = Some(e.clone());
         }

@@ -38,6 +38,13 @@ pub use types::{Request, Response, TypeConfig};
 /// prefix.
 pub const MAX_USER_KEY: usize = siltdb::MAX_KEY_SIZE - 1;
 
+/// True if siltdb can store this key and value under the data prefix (a delete: an empty
+/// value). The client API and the state machine both ask it, so a write is refused the same
+/// way before the log and, if it got there anyway, on every node.
+pub(crate) fn storable(key: &str, value: &str) -> bool {
+    key.len() <= MAX_USER_KEY && value.len() <= siltdb::MAX_VALUE_SIZE
+}
+
 /// The node id type: openraft's default, `u64`.
 pub type NodeId = u64;
 /// The Raft handle for siltdb-raft's type configuration.

@@ -193,10 +193,8 @@ impl Node {
     /// `MAX_VALUE_SIZE` is answered with an error and never reaches the log.
     pub async fn client(&self, req: ClientRequest) -> ClientReply {
         let too_big = match &req {
-            ClientRequest::Put { key, value } => {
-                key.len() > crate::MAX_USER_KEY || value.len() > siltdb::MAX_VALUE_SIZE
-            }
-            ClientRequest::Delete { key } => key.len() > crate::MAX_USER_KEY,
+            ClientRequest::Put { key, value } => !crate::storable(key, value),
+            ClientRequest::Delete { key } => !crate::storable(key, ""),
             _ => false,
         };
         if too_big {

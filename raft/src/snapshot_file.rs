@@ -144,7 +144,11 @@ pub(crate) fn load(dir: &Path) -> Result<Option<(Meta, Vec<u8>)>, Error> {
     if data_len != (body - data_start) as u64 {
         return Err(bad(meta_end, "data length does not match the file"));
     }
-    Ok(Some((meta, buf[data_start..body].to_vec())))
+    // The data stays in the buffer it was read into (no second copy of it).
+    let mut data = buf;
+    data.truncate(body);
+    data.drain(..data_start);
+    Ok(Some((meta, data)))
 }
 
 #[cfg(test)]

@@ -41,9 +41,11 @@ struct Applied {
 pub struct StateMachine {
     db: Arc<Db>,
     dir: PathBuf,
-    /// Held while the snapshot file is replaced: openraft builds snapshots in a task of its
-    /// own, concurrently with installs, and an older build must not replace a newer file.
-    file_lock: Arc<Mutex<()>>,
+    /// The log id the snapshot file covers (`None`: no file, or one that covers nothing),
+    /// held while the file is replaced: openraft builds snapshots in a task of its own,
+    /// concurrently with installs, and an older build must not replace a newer file. Only
+    /// this state machine and its builders write the file, so this is what the file holds.
+    file_lock: Arc<SavedSnapshot>,
     /// What `s/applied` holds, kept in memory so that `apply` and `applied_state` do not read
     /// and decode it from the database on every call (this struct is its only writer).
     applied: Applied,
@@ -53,8 +55,11 @@ pub struct StateMachine {
 pub struct SnapshotBuilder {
     db: Arc<Db>,
     dir: PathBuf,
-    file_lock: Arc<Mutex<()>>,
+    file_lock: Arc<SavedSnapshot>,
 }
+
+/// See `StateMachine::file_lock`.
+type SavedSnapshot = Mutex<Option<LogId<NodeId>>>;
 
 /// A batch written by `apply` or an install is cut when it reaches this many bytes (siltdb
 /// refuses batches over 1 GiB). Puts and deletes are idempotent and the applied log id is
@@ -62,21 +67,30 @@ pub struct SnapshotBuilder {
 /// entries again (and an install is redone from the snapshot file at open).
 const BATCH_PIECE: usize = 64 << 20;
 
+/// Writes `batch` (unsynced) and starts a new one once it holds [`BATCH_PIECE`] bytes.
+fn cut_piece(db: &Db, batch: &mut WriteBatch, bytes: &mut usize) -> siltdb::Result<()> {
+    if *bytes >= BATCH_PIECE {
+        db.write_with(std::mem::take(batch), WriteOptions::new().sync(false))?;
+        *bytes = 0;
+    }
+    Ok(())
+}
+
 /// Saves the snapshot file unless the file there is at least as new (see
 /// `StateMachine::file_lock`).
 fn save_if_newer(
     dir: &std::path::Path,
-    lock: &Mutex<()>,
+    saved: &SavedSnapshot,
     meta: &Meta,
     data: &[u8],
 ) -> Result<(), crate::Error> {
-    let _held = lock.lock().unwrap_or_else(|p| p.into_inner());
-    if let Ok(Some((existing, _))) = snapshot_file::load(dir) {
-        if existing.last_log_id >= meta.last_log_id {
-            return Ok(());
-        }
+    let mut saved = saved.lock().unwrap_or_else(|p| p.into_inner());
+    if saved.is_some() && *saved >= meta.last_log_id {
+        return Ok(());
     }
-    snapshot_file::save(dir, meta, data)
+    snapshot_file::save(dir, meta, data)?;
+    *saved = meta.last_log_id;
+    Ok(())
 }
 
 /// Replaces the state machine's data with a snapshot's pairs and sets the applied log id:
@@ -88,10 +102,7 @@ fn load_snapshot(db: &Db, meta: &Meta, data: &[u8]) -> Result<Applied, crate::Er
     batch.remove_range(vec![keys::DATA_PREFIX]..keys::data_end().to_vec());
     let mut bytes = 0usize;
     for (k, v) in pairs {
-        if bytes >= BATCH_PIECE {
-            db.write_with(std::mem::take(&mut batch), WriteOptions::new().sync(false))?;
-            bytes = 0;
-        }
+        cut_piece(db, &mut batch, &mut bytes)?;
         batch.insert(keys::data_key(k), v);
         bytes += k.len() + v.len() + 16;
     }
@@ -137,15 +148,17 @@ impl StateMachine {
     /// machine is never behind its own snapshot.
     pub(crate) fn open(db: Arc<Db>, dir: PathBuf) -> Result<StateMachine, crate::Error> {
         let mut applied = read_applied(|| db.get(keys::APPLIED))?;
+        let mut saved = None;
         if let Some((meta, data)) = snapshot_file::load(&dir)? {
             if meta.last_log_id > applied.last_applied {
                 applied = load_snapshot(&db, &meta, &data)?;
             }
+            saved = meta.last_log_id;
         }
         Ok(StateMachine {
             db,
             dir,
-            file_lock: Arc::new(Mutex::new(())),
+            file_lock: Arc::new(Mutex::new(saved)),
             applied,
         })
     }
@@ -228,12 +241,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let mut replies = Vec::new();
         for e in entries {
             applied.last_applied = Some(e.log_id);
-            if bytes >= BATCH_PIECE {
-                self.db
-                    .write_with(std::mem::take(&mut batch), WriteOptions::new().sync(false))
-                    .map_err(sm_write_err)?;
-                bytes = 0;
-            }
+            cut_piece(&self.db, &mut batch, &mut bytes).map_err(sm_write_err)?;
             let mut refused = false;
             match e.payload {
                 EntryPayload::Blank => {}
@@ -241,7 +249,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 // node would fail on it at every restart): it is refused, the same way on
                 // every node.
                 EntryPayload::Normal(Request::Put { key, value }) => {
-                    if key.len() > crate::MAX_USER_KEY || value.len() > siltdb::MAX_VALUE_SIZE {
+                    if !crate::storable(&key, &value) {
                         refused = true;
                     } else {
                         bytes += key.len() + value.len() + 16;
@@ -249,7 +257,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                     }
                 }
                 EntryPayload::Normal(Request::Delete { key }) => {
-                    if key.len() > crate::MAX_USER_KEY {
+                    if !crate::storable(&key, "") {
                         refused = true;
                     } else {
                         bytes += key.len() + 16;
@@ -351,7 +359,7 @@ mod tests {
     #[test]
     fn an_older_snapshot_never_replaces_a_newer_file() {
         let dir = tempfile::tempdir().unwrap();
-        let lock = Mutex::new(());
+        let lock = Mutex::new(None);
         save_if_newer(dir.path(), &lock, &meta(300), b"").unwrap();
         save_if_newer(dir.path(), &lock, &meta(200), b"").unwrap();
         assert_eq!(file_index(dir.path()), Some(300));

@@ -66,12 +66,9 @@ pub(super) struct WriteQueue {
     /// Writers seen around the last synced group (its own and those queued behind it): how
     /// many the next synced group waits for, briefly, so that they share its fsync.
     sync_writers: usize,
-    /// How long the last group's fsync took, and when that group was done: the next synced
-    /// leader waits at most until one such fsync time (capped) after it.
-    last_sync: Duration,
-    last_synced_at: Option<std::time::Instant>,
-    /// A leader is waiting for writers to join its synced group.
-    gathering: bool,
+    /// The latest a synced leader waits for them: one fsync time (as long as the last one
+    /// took, capped at [`MAX_GATHER`]) after the last synced group was done.
+    gather_until: Option<std::time::Instant>,
 }
 
 impl WriteQueue {
@@ -83,9 +80,7 @@ impl WriteQueue {
             results: HashMap::new(),
             last_seq,
             sync_writers: 0,
-            last_sync: Duration::ZERO,
-            last_synced_at: None,
-            gathering: false,
+            gather_until: None,
         }
     }
 
@@ -150,7 +145,7 @@ impl Core {
             cv: cv.clone(),
         });
         // Wake a leader gathering a synced group only once the group is whole.
-        if st.writes.gathering && st.writes.queue.len() >= st.writes.sync_writers {
+        if st.writes.queue.len() == st.writes.sync_writers {
             self.gather_cv.notify_one();
         }
         loop {
@@ -221,8 +216,7 @@ impl Core {
         Counters::add(&self.counters.write_groups, 1);
         let result = MutexGuard::unlocked(st, || self.commit_group(&mut group, first_seq, &mem));
         if let Ok(Some(took)) = result {
-            st.writes.last_sync = took;
-            st.writes.last_synced_at = Some(std::time::Instant::now());
+            st.writes.gather_until = Some(std::time::Instant::now() + took.min(MAX_GATHER));
             st.writes.sync_writers = group.len() + st.writes.queue.len();
         }
         let result = result.map(|_| ());
@@ -252,20 +246,17 @@ impl Core {
             w.queue.front().map(|p| &p.kind),
             Some(PendingKind::Write(_, true))
         );
-        let Some(done_at) = w.last_synced_at else {
+        let Some(deadline) = w.gather_until else {
             return;
         };
-        if !synced_front || w.queue.len() >= w.sync_writers {
+        if !synced_front {
             return;
         }
-        let deadline = done_at + w.last_sync.min(MAX_GATHER);
-        st.writes.gathering = true;
         while st.writes.queue.len() < st.writes.sync_writers && self.writable(st).is_ok() {
             if self.gather_cv.wait_until(st, deadline).timed_out() {
                 break;
             }
         }
-        st.writes.gathering = false;
     }
 
     /// Appends a group to the WAL (syncing it if asked) and inserts it into `mem`. Returns how
