@@ -1,10 +1,11 @@
 //! Filter build (ns/key) and probe (ns/query, positive and negative) of the blocked Bloom
-//! filter at 10 bits per key and the binary fuse filter with 8- and 16-bit fingerprints, for
+//! filter at 10 bits per key, the binary fuse filter with 8- and 16-bit fingerprints and the
+//! Ribbon filter at 7 bits per key (about Bloom 10's false-positive rate), for
 //! a filter that fits in L2 (100,000 keys, ~125 KB) and one that does not (10,000,000 keys,
 //! 11-12.5 MB). Run: `cargo bench --bench filter`.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use siltdb::inspect::filter::{hash_key, BloomFilter, Filter, FuseFilter};
+use siltdb::inspect::filter::{hash_key, BloomFilter, Filter, FuseFilter, RibbonFilter};
 use std::hint::black_box;
 
 fn key(i: u64) -> [u8; 16] {
@@ -44,6 +45,12 @@ fn bench(c: &mut Criterion) {
                 },
             );
         }
+        g.bench_function(BenchmarkId::new("ribbon7_hash_and_build", n), |b| {
+            b.iter(|| {
+                let hs: Vec<u64> = keys.iter().map(|k| hash_key(k)).collect();
+                black_box(RibbonFilter::build(&hs, 7.0))
+            })
+        });
         g.finish();
 
         // The probes go through the `Filter` enum, as a get's do.
@@ -56,6 +63,10 @@ fn bench(c: &mut Criterion) {
             (
                 "fuse16",
                 Filter::Fuse(FuseFilter::build(&hashes, 16).expect("fuse16")),
+            ),
+            (
+                "ribbon7",
+                Filter::Ribbon(RibbonFilter::build(&hashes, 7.0).expect("ribbon7")),
             ),
         ];
         // A million distinct queries, walked in batches: the lines they touch are spread over

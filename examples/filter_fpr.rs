@@ -1,14 +1,14 @@
 //! Measures the blocked Bloom filter's false-positive rate at 4..=20 bits per key and prints
 //! it next to the model's prediction and RocksDB FastLocalBloom's published figures, then the
 //! binary fuse filter's (4- to 16-bit fingerprints, 4-wise as tables are written, and 3-wise
-//! for comparison) at the key count of a default 8 MiB table (70,000 keys) and at KEYS, with
-//! its bits per key and build time.
+//! for comparison) and the Ribbon filter's (3 to 14 bits per key) at the key count of a
+//! default 8 MiB table (70,000 keys) and at KEYS, with their bits per key and build time.
 //!
 //! `cargo run --release --example filter_fpr [KEYS] [ABSENT_PROBES]` (defaults: 1,000,000 keys,
 //! 100,000,000 absent probes per setting). Keys are 16 random bytes, hashed with xxh3-64 as a
 //! table build does.
 
-use siltdb::inspect::filter::{hash_key, predicted_fpr, BloomFilter, FuseFilter};
+use siltdb::inspect::filter::{hash_key, predicted_fpr, BloomFilter, FuseFilter, RibbonFilter};
 use std::time::Instant;
 
 fn splitmix(mut z: u64) -> u64 {
@@ -75,6 +75,22 @@ fn main() {
         );
         return;
     }
+    // RIBBON_ONLY=7 (bits per key): the same for one Ribbon filter.
+    if let Some(b) = std::env::var("RIBBON_ONLY")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+    {
+        let start = Instant::now();
+        let f = RibbonFilter::build(&hashes, b).expect("ribbon build");
+        println!(
+            "ribbon {b}: {} keys, {} bytes ({:.3} bits/key), built in {:.1} ns/key (from hashes)",
+            f.keys(),
+            f.memory_bytes(),
+            f.bits_per_key(),
+            start.elapsed().as_nanos() as f64 / f.keys().max(1) as f64
+        );
+        return;
+    }
     for bits in 4..=20u32 {
         let f = BloomFilter::build(&hashes, f64::from(bits));
         let mut fp = 0u64;
@@ -128,6 +144,39 @@ fn main() {
                 "| {} | {arity} | {width} | {:.3} | {:.5}% | {:.5}% | {:.3} | {build:.1} |",
                 hs.len(),
                 f.bits_per_key(),
+                measured * 100.0,
+                f.predicted_fpr() * 100.0,
+                measured / f.predicted_fpr(),
+            );
+        }
+    }
+    println!();
+    println!("Ribbon filters, {q} absent probes per setting");
+    println!(
+        "| keys | bits/key asked | bits/key | result bits (lower, blocks with one more) | measured FPR | predicted FPR | measured / predicted | build ns/key (from hashes) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for keys in [70_000u64, n] {
+        let hs = &hashes[..keys.min(n) as usize];
+        for bits in [3.0f64, 5.0, 6.5, 7.0, 8.3, 10.0, 14.0] {
+            let start = Instant::now();
+            let f = RibbonFilter::build(hs, bits).expect("ribbon build");
+            let build = start.elapsed().as_nanos() as f64 / hs.len() as f64;
+            let mut fp = 0u64;
+            for i in 0..q {
+                if f.may_contain_hash(hash_key(&key(200 + (bits * 10.0) as u64, i))) {
+                    fp += 1;
+                }
+            }
+            let measured = fp as f64 / q as f64;
+            let g = f.geometry();
+            println!(
+                "| {} | {bits} | {:.3} | {} ({} of {}) | {:.5}% | {:.5}% | {:.3} | {build:.1} |",
+                hs.len(),
+                f.bits_per_key(),
+                g.columns,
+                g.blocks - g.upper_start,
+                g.blocks,
                 measured * 100.0,
                 f.predicted_fpr() * 100.0,
                 measured / f.predicted_fpr(),

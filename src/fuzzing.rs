@@ -4,13 +4,17 @@
 //! coverage must still decode without a panic. Each entry point takes arbitrary bytes, runs one
 //! decoder over them, and must never panic or allocate more than a small multiple of the
 //! input. [`directory`] goes further: it opens a whole database directory built from the bytes
-//! and judges the answers too; [`filter`] and [`fuse_filter`] check that a decoded fuse filter
-//! answers consistently and re-encodes to the same bytes. Not part of the API.
+//! and judges the answers too; [`filter`], [`fuse_filter`] and [`ribbon_filter`] check that a
+//! decoded fuse or Ribbon filter answers consistently and re-encodes to the same bytes. Not
+//! part of the API.
 //!
 //! `cargo test --release --lib fuzzing -- --ignored write_seeds` regenerates the seed inputs
 //! (real blocks, filters, footers, tables, WALs, manifests and whole directories).
 
 pub mod directory;
+pub mod ribbon;
+
+pub use ribbon::ribbon_filter;
 
 use crate::filter::{self, Filter, FuseFilter};
 use crate::fs::{FileSystem, MemFs};
@@ -52,11 +56,13 @@ pub fn filter(data: &[u8]) {
                 let _ = b.predicted_fpr();
             }
             Filter::Fuse(x) => check_fuse(x, data),
+            Filter::Ribbon(r) => ribbon::check_ribbon(r, data),
             _ => {}
         }
     }
     let _ = filter::decode_trailer(data);
     let _ = filter::decode_fuse_trailer(data);
+    let _ = filter::decode_ribbon_trailer(data);
 }
 
 /// [`fuse_filter`]'s first input byte: which trailer fields it sets to valid values.
@@ -309,10 +315,11 @@ mod tests {
 
     type Target = (&'static str, fn(&[u8]));
 
-    const TARGETS: [Target; 8] = [
+    const TARGETS: [Target; 9] = [
         ("block", super::block),
         ("filter", super::filter),
         ("fuse_filter", super::fuse_filter),
+        ("ribbon_filter", super::ribbon_filter),
         ("footer", super::footer),
         ("wal", super::wal),
         ("manifest", super::manifest),

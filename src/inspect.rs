@@ -31,8 +31,8 @@ pub mod table {
     };
 }
 
-/// Filter blocks: decoding, probing, and the false-positive arithmetic of the blocked Bloom
-/// and binary fuse filters.
+/// Filter blocks: decoding, probing, and the false-positive arithmetic of the blocked Bloom,
+/// binary fuse and Ribbon filters.
 pub mod filter {
     pub use crate::filter::{
         bits_for, bits_per_key_for_fpr, checksum_ok, decode, decode_fuse_trailer, decode_trailer,
@@ -41,6 +41,10 @@ pub mod filter {
         standard_bloom_fpr, BloomFilter, Filter, FilterError, FilterTrailer, FuseFilter,
         FuseGeometry, FuseProbe, FuseTrailer, FUSE_MAX_ATTEMPTS, FUSE_VERSION, HASH_XXH3_64,
         KIND_BINARY_FUSE, KIND_BLOCKED_BLOOM, LINE_BITS, MARKER, TRAILER_LEN, VERSION,
+    };
+    pub use crate::filter::{
+        decode_ribbon_trailer, RibbonFilter, RibbonGeometry, RibbonProbe, RibbonTrailer,
+        KIND_RIBBON, RIBBON_MAX_ATTEMPTS, RIBBON_VERSION,
     };
 }
 

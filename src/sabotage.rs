@@ -17,6 +17,9 @@ pub enum Bug {
     /// Every binary fuse filter build fails, as if no seed peeled the key set (tables fall
     /// back to Bloom filters; not a bug, the path a test must be able to reach).
     FuseBuildFails = 8,
+    /// Every Ribbon filter build fails, as if no seed solved the key set (tables fall back to
+    /// Bloom filters; the path a test must be able to reach).
+    RibbonBuildFails = 16,
 }
 
 #[cfg(siltdb_sabotage)]

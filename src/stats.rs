@@ -97,9 +97,10 @@ pub struct Stats {
     /// by several databases ([`Options::block_cache`](crate::Options::block_cache)) is counted
     /// whole by each of them; 0 with the cache off.
     pub block_cache_bytes: u64,
-    /// Tables that were to get a binary fuse filter and got a Bloom filter of the same size
-    /// instead, because no seed of `FUSE_MAX_ATTEMPTS` built it (expected: never in practice).
-    /// A flush or compaction never fails because of its filter.
+    /// Tables that were to get a binary fuse or Ribbon filter and got a Bloom filter of the
+    /// same size instead, because no seed of `FUSE_MAX_ATTEMPTS` (`RIBBON_MAX_ATTEMPTS`)
+    /// built it (expected: never in practice). A flush or compaction never fails because of
+    /// its filter. (A table too small for a Ribbon filter gets Bloom by design, not counted.)
     pub filter_fuse_fallbacks: u64,
     /// Per-level shape of the tree now.
     pub levels: Vec<LevelStats>,
@@ -162,7 +163,7 @@ pub struct LevelStats {
     pub filter_bytes: u64,
     /// Filter bits per key of the level (`8 * filter_bytes / filter_keys`).
     pub bits_per_key: f64,
-    /// The kind of the level's filters: "bloom", "fuse8", "fuse16", "none", or "mixed" when
+    /// The kind of the level's filters: "bloom", "fuse8", "fuse16", "ribbon", "none", or "mixed" when
     /// its tables differ (a policy change, or a level between two compactions).
     pub filter_kind: String,
     /// The false-positive rate an absent key meets in this level, from the filters' own
@@ -192,7 +193,7 @@ pub struct TableInfo {
     pub filter_bytes: u64,
     /// Filter bits per key (0: no filter).
     pub filter_bits_per_key: f64,
-    /// The filter's kind: "bloom", "fuse8", "fuse16", "empty", "unknown" or "none".
+    /// The filter's kind: "bloom", "fuse8", "fuse16", "ribbon", "empty", "unknown" or "none".
     pub filter_kind: String,
     /// The filter's false-positive rate from its (m, n, k); 1 without a filter.
     pub predicted_fpr: f64,

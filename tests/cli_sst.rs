@@ -191,13 +191,12 @@ fn verify_passes_clean_tables_and_locates_damage() {
 
 /// One table of `n` keys `key00000..` (no deletions) written with `fingerprint_bits`-bit
 /// binary fuse filters on every level, L0 included.
-fn fuse_table(dir: &Path, n: u32, fingerprint_bits: u8) -> PathBuf {
+/// One table of `n` keys written under `kind` everywhere.
+fn table_with(dir: &Path, n: u32, kind: LevelFilter) -> PathBuf {
     let db = Db::open_with(
         dir,
         Options::default()
-            .filter_policy(FilterPolicy::Levels(vec![LevelFilter::Fuse {
-                fingerprint_bits,
-            }]))
+            .filter_policy(FilterPolicy::Levels(vec![kind]))
             .auto_compaction(false),
     )
     .unwrap();
@@ -210,6 +209,10 @@ fn fuse_table(dir: &Path, n: u32, fingerprint_bits: u8) -> PathBuf {
     let mut tables = common::files_with_ext(dir, "sst");
     assert_eq!(tables.len(), 1, "{tables:?}");
     tables.remove(0)
+}
+
+fn fuse_table(dir: &Path, n: u32, fingerprint_bits: u8) -> PathBuf {
+    table_with(dir, n, LevelFilter::Fuse { fingerprint_bits })
 }
 
 fn u64_of(v: &Value) -> u64 {
@@ -482,4 +485,86 @@ fn damaged_fuse_filter_is_an_error_naming_file_and_offset() {
             );
         }
     }
+}
+
+#[test]
+fn ribbon_filter_shows_geometry_key_equations_and_measured_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let sst = table_with(
+        dir.path(),
+        20_000,
+        LevelFilter::Ribbon { bits_per_key: 7.25 },
+    );
+    let p = sst.to_str().unwrap();
+    let (at, size) = filter_block(p);
+    let v = json(&[
+        "sst",
+        "filter",
+        p,
+        "--key",
+        "key00042",
+        "--key",
+        "nope",
+        "--measure",
+        "200000",
+    ]);
+    assert_eq!(v["kind"], 3);
+    assert!(
+        v["kind_name"].as_str().unwrap().starts_with("Ribbon"),
+        "{v}"
+    );
+    let r = &v["ribbon"];
+    assert_eq!(r["width"], 128);
+    assert_eq!(r["keys"], 20_000);
+    assert_eq!(u64_of(&r["slots"]), u64_of(&r["blocks"]) * 128);
+    assert_eq!(u64_of(&r["bytes"]) as usize, size - 28);
+    let bpk = r["bits_per_key"].as_f64().unwrap();
+    assert!((bpk - 7.25).abs() < 0.05, "{bpk}");
+    let columns = u64_of(&r["columns"]);
+    assert!((5..=7).contains(&columns), "{r}");
+    let predicted = r["predicted_fpr"].as_f64().unwrap();
+    assert_eq!(v["predicted_fpr"].as_f64().unwrap(), predicted);
+    let measured = v["measured"]["fpr"].as_f64().unwrap();
+    assert!(
+        (measured / predicted - 1.0).abs() < 0.1,
+        "{measured} vs {predicted}"
+    );
+    assert!(v["probes"].is_null() && v["lines"].is_null() && v["fuse"].is_null());
+    let present = &v["keys_probed"][0];
+    assert_eq!(present["verdict"], "maybe present");
+    assert_eq!(present["in_table"], true);
+    let cols = present["ribbon"]["columns_match"].as_array().unwrap();
+    assert!(
+        !cols.is_empty() && cols.iter().all(|c| c == true),
+        "{present}"
+    );
+    assert_eq!(v["keys_probed"][1]["in_table"], false);
+
+    let text = stdout(&["sst", "filter", p, "--key", "key00042"]);
+    for want in [
+        "coefficient width    128 bits",
+        "result bits          ",
+        "start slot ",
+        "columns matching [",
+    ] {
+        assert!(text.contains(want), "{want:?} in\n{text}");
+    }
+    let info = json(&["sst", "info", p]);
+    assert_eq!(info["filter"]["kind"], "ribbon-128");
+    let c = info["filter"]["columns"].as_f64().unwrap();
+    assert!(c > columns as f64 && c <= columns as f64 + 1.0, "{c}");
+
+    // A well-sealed trailer whose geometry does not fit the payload: an error at the field.
+    let mut bytes = std::fs::read(&sst).unwrap();
+    let trailer = at + size - 28;
+    bytes[trailer + 8..trailer + 12].copy_from_slice(&1u32.to_le_bytes());
+    reseal_filter(&mut bytes, at, size);
+    let bad = dir.path().join("bad.sst");
+    std::fs::write(&bad, &bytes).unwrap();
+    let b = bad.to_str().unwrap();
+    let (_, err) = run(silt().args(["sst", "filter", b]), 2);
+    assert!(
+        err.contains(&format!("corrupt file {b} at offset {}: ", trailer + 8)),
+        "{err}"
+    );
 }

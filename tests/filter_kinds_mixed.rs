@@ -1,13 +1,13 @@
-//! A database whose tables carry both filter kinds (Bloom tables written under one policy,
-//! binary fuse tables under another) answers every get exactly as a model does; and so does
-//! the same directory read by a build that does not know the fuse kind, simulated by turning
-//! each fuse filter's kind byte into an unknown kind (checksums recomputed): those filters
-//! read as "may contain", costing block reads but never an answer.
+//! A database whose tables carry several filter kinds (Bloom tables written under one policy,
+//! binary fuse or Ribbon tables under another) answers every get exactly as a model does; and
+//! so does the same directory read by a build that does not know the fuse or Ribbon kind,
+//! simulated by turning each such filter's kind byte into an unknown kind (checksums
+//! recomputed): those filters read as "may contain", costing block reads but never an answer.
 
 mod common;
 
 use common::{mask_crc, small_options};
-use siltdb::inspect::filter::{Filter, KIND_BINARY_FUSE, TRAILER_LEN};
+use siltdb::inspect::filter::{Filter, KIND_BINARY_FUSE, KIND_RIBBON, TRAILER_LEN};
 use siltdb::inspect::table::TableReader;
 use siltdb::{Db, FilterPolicy, LevelFilter, Options};
 use std::collections::BTreeMap;
@@ -43,22 +43,24 @@ fn kinds(db: &Db) -> Vec<String> {
     k
 }
 
-/// Rewrites every fuse filter block of the tables in `dir` to kind 9 (unknown), resealing the
-/// filter's own checksum and the block trailer's. Returns how many it changed.
-fn hide_fuse_filters(dir: &Path) -> usize {
+/// Rewrites every filter block of kind `kind` of the tables in `dir` to kind 9 (unknown),
+/// resealing the filter's own checksum and the block trailer's. Returns how many it changed.
+fn hide_filters(dir: &Path, kind: u8) -> usize {
     let mut changed = 0;
     for path in common::files_with_ext(dir, "sst") {
         let t = TableReader::open_file(&path).unwrap();
-        let Some(Filter::Fuse(_)) = t.filter() else {
-            continue;
-        };
+        match t.filter() {
+            Some(Filter::Fuse(_)) if kind == KIND_BINARY_FUSE => {}
+            Some(Filter::Ribbon(_)) if kind == KIND_RIBBON => {}
+            _ => continue,
+        }
         let h = t.footer().filter.unwrap();
         drop(t);
         let mut bytes = std::fs::read(&path).unwrap();
         let (start, end) = (h.offset as usize, (h.offset + h.size) as usize);
         let block = &mut bytes[start..end];
         let n = block.len();
-        assert_eq!(block[n - TRAILER_LEN + 1], KIND_BINARY_FUSE);
+        assert_eq!(block[n - TRAILER_LEN + 1], kind);
         block[n - TRAILER_LEN + 1] = 9;
         let crc = mask_crc(crc32fast::hash(&block[..n - 4]));
         block[n - 4..].copy_from_slice(&crc.to_le_bytes());
@@ -124,8 +126,69 @@ fn bloom_and_fuse_tables_answer_alike_and_unknown_kinds_lose_only_filtering() {
         assert_eq!(s.filter_fuse_fallbacks, 0);
     }
     // A reader that does not know kind 2: same answers, more block reads.
-    let hidden = hide_fuse_filters(dir.path());
+    let hidden = hide_filters(dir.path(), KIND_BINARY_FUSE);
     assert!(hidden > 0);
+    let db = Db::open_with(dir.path(), small_options().auto_compaction(false)).unwrap();
+    assert!(kinds(&db).contains(&"unknown".to_string()));
+    check(&db, &model);
+    assert!(db.stats().data_block_reads > 0);
+}
+
+/// Tables of a few thousand keys: a Ribbon filter beats Bloom only above a few hundred.
+fn larger_tables(o: Options) -> Options {
+    o.memtable_size(64 << 10)
+        .target_table_size(64 << 10)
+        .level_base_size(256 << 10)
+}
+
+#[test]
+fn ribbon_tables_answer_alike_and_unknown_kinds_lose_only_filtering() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut model = BTreeMap::new();
+    {
+        let db = Db::open_with(dir.path(), fuse_everywhere(8).auto_compaction(false)).unwrap();
+        load(&db, &mut model, 0..3000, "a");
+    }
+    let ribbon = larger_tables(small_options()).filter_policy(FilterPolicy::Levels(vec![
+        LevelFilter::Ribbon { bits_per_key: 7.5 },
+    ]));
+    {
+        // Ribbon tables over fuse tables, overwriting some of their keys.
+        let db = Db::open_with(dir.path(), ribbon.clone().auto_compaction(false)).unwrap();
+        load(&db, &mut model, 2000..5000, "b");
+        let k = kinds(&db);
+        assert!(
+            k.contains(&"fuse8".to_string()) && k.contains(&"ribbon".to_string()),
+            "{k:?}"
+        );
+        check(&db, &model);
+        let t = db
+            .tables()
+            .into_iter()
+            .find(|t| t.filter_kind == "ribbon")
+            .unwrap();
+        assert!((t.filter_bits_per_key - 7.5).abs() < 0.3, "{t:?}");
+    }
+    {
+        // Compaction under the Ribbon hybrid policy.
+        let opts = larger_tables(small_options()).filter_policy(FilterPolicy::RibbonHybrid {
+            bits_per_key: 10.0,
+            ribbon_from_level: 1,
+        });
+        let db = Db::open_with(dir.path(), opts).unwrap();
+        load(&db, &mut model, 4500..6000, "c");
+        db.compact_range(key(0)..key(1_000_000)).unwrap();
+        check(&db, &model);
+        assert!(
+            kinds(&db).contains(&"ribbon".to_string()),
+            "{:?}",
+            kinds(&db)
+        );
+        assert!(db.levels().iter().any(|l| l.filter_kind == "ribbon"));
+        assert_eq!(db.stats().filter_fuse_fallbacks, 0);
+    }
+    // A reader that does not know kind 3: same answers, more block reads.
+    assert!(hide_filters(dir.path(), KIND_RIBBON) > 0);
     let db = Db::open_with(dir.path(), small_options().auto_compaction(false)).unwrap();
     assert!(kinds(&db).contains(&"unknown".to_string()));
     check(&db, &model);
@@ -157,6 +220,18 @@ fn levels_policy_checks_fingerprint_widths() {
     )
     .unwrap_err();
     assert!(matches!(e, siltdb::Error::InvalidArgument(_)));
+    for policy in [
+        FilterPolicy::RibbonHybrid {
+            bits_per_key: 101.0,
+            ribbon_from_level: 1,
+        },
+        FilterPolicy::Levels(vec![LevelFilter::Ribbon {
+            bits_per_key: f64::NAN,
+        }]),
+    ] {
+        let e = Db::open_with(dir.path(), Options::default().filter_policy(policy)).unwrap_err();
+        assert!(matches!(e, siltdb::Error::InvalidArgument(_)), "{e:?}");
+    }
 }
 
 #[test]

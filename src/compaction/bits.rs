@@ -1,7 +1,7 @@
 //! Bits per key for a table about to be written to a level, from the filter policy, the tree's
 //! shape and the filter memory limit.
 
-use crate::filter::allocation::{self, Choice, LevelShape};
+use crate::filter::allocation::{self, Choice, Kinds, LevelShape};
 use crate::filter::{fuse_bits_per_key, TableFilter};
 use crate::options::{FilterPolicy, LevelFilter, Options};
 use crate::version::{Version, NUM_LEVELS};
@@ -190,6 +190,16 @@ pub(crate) fn choices_per_level(opts: &Options, shape: &[LevelShape]) -> Vec<Cho
                 match v.get(l).or(v.last()).copied().unwrap_or(LevelFilter::None) {
                     LevelFilter::None => Choice::Bloom(0.0),
                     LevelFilter::Bloom { bits_per_key } => Choice::Bloom(bits_per_key),
+                    // Each table decides by its own key count whether Ribbon beats Bloom.
+                    LevelFilter::Ribbon { bits_per_key } => {
+                        allocation::ribbon_choice(table_keys, bits_per_key).unwrap_or(
+                            Choice::Ribbon {
+                                request: bits_per_key,
+                                bits: bits_per_key,
+                                fpr: allocation::fpr_at(bits_per_key),
+                            },
+                        )
+                    }
                     LevelFilter::Fuse { fingerprint_bits } => {
                         let w = u32::from(fingerprint_bits);
                         Choice::Fuse {
@@ -200,7 +210,9 @@ pub(crate) fn choices_per_level(opts: &Options, shape: &[LevelShape]) -> Vec<Cho
                 }
             })
             .collect(),
-        FilterPolicy::Monkey { bits_per_key } | FilterPolicy::Hybrid { bits_per_key, .. } => {
+        FilterPolicy::Monkey { bits_per_key }
+        | FilterPolicy::Hybrid { bits_per_key, .. }
+        | FilterPolicy::RibbonHybrid { bits_per_key, .. } => {
             let mut avg = *bits_per_key;
             if let Some(limit) = limit_bits {
                 if total_keys > 0 && avg * total_keys as f64 > limit {
@@ -216,13 +228,32 @@ pub(crate) fn choices_per_level(opts: &Options, shape: &[LevelShape]) -> Vec<Cho
             } else {
                 0.0
             };
-            let fuse: Vec<bool> = match &opts.filter_policy {
+            let kinds: Vec<Kinds> = match &opts.filter_policy {
                 FilterPolicy::Hybrid {
                     fuse_from_level, ..
-                } => (0..shape.len()).map(|l| l >= *fuse_from_level).collect(),
+                } => (0..shape.len())
+                    .map(|l| {
+                        if l >= *fuse_from_level {
+                            Kinds::Fuse
+                        } else {
+                            Kinds::Bloom
+                        }
+                    })
+                    .collect(),
+                FilterPolicy::RibbonHybrid {
+                    ribbon_from_level, ..
+                } => (0..shape.len())
+                    .map(|l| {
+                        if l >= *ribbon_from_level {
+                            Kinds::Ribbon
+                        } else {
+                            Kinds::Bloom
+                        }
+                    })
+                    .collect(),
                 _ => Vec::new(),
             };
-            return allocation::monkey_choices(shape, avg, floor, &fuse);
+            return allocation::monkey_choices(shape, avg, floor, &kinds);
         }
     };
     match limit_bits {
@@ -239,8 +270,13 @@ pub(crate) fn choices_per_level(opts: &Options, shape: &[LevelShape]) -> Vec<Cho
             fixed
                 .iter()
                 .zip(&fitted)
-                .map(|(c, &b)| match *c {
+                .enumerate()
+                .map(|(l, (c, &b))| match *c {
                     Choice::Fuse { bits, .. } if b < bits => Choice::Bloom(b),
+                    Choice::Ribbon { bits, .. } if b < bits => {
+                        let keys = shape.get(l).map_or(1, |s| s.table_keys);
+                        allocation::ribbon_choice(keys, b).unwrap_or(Choice::Bloom(b))
+                    }
                     Choice::Bloom(_) => Choice::Bloom(b),
                     other => other,
                 })
@@ -312,6 +348,9 @@ pub(crate) fn filter_for_new_table(
         } => TableFilter::Fuse {
             fingerprint_bits,
             max_bits_per_key: room,
+        },
+        Choice::Ribbon { request, .. } => TableFilter::Ribbon {
+            bits_per_key: request.min(room),
         },
     }
 }

@@ -46,7 +46,7 @@ pub const MAX_KEYS: u64 = 1 << 29;
 
 /// MurmurHash3's 64-bit finalizer: a bijection on `u64`.
 #[inline(always)]
-fn fmix64(mut h: u64) -> u64 {
+pub(crate) fn fmix64(mut h: u64) -> u64 {
     h ^= h >> 33;
     h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
     h ^= h >> 33;

@@ -27,6 +27,7 @@
 
 mod bloom;
 pub(crate) mod fuse;
+pub(crate) mod ribbon;
 
 pub use bloom::{
     bits_for, bits_per_key_for_fpr, fpr_from_fill, lines_for, predicted_fpr,
@@ -57,6 +58,10 @@ pub const KIND_BINARY_FUSE: u8 = 2;
 pub const FUSE_VERSION: u8 = 1;
 
 pub use fuse::{Geometry as FuseGeometry, MAX_ATTEMPTS as FUSE_MAX_ATTEMPTS};
+pub use ribbon::{
+    decode_trailer as decode_ribbon_trailer, Geometry as RibbonGeometry, RibbonFilter, RibbonProbe,
+    RibbonTrailer, KIND_RIBBON, MAX_ATTEMPTS as RIBBON_MAX_ATTEMPTS, RIBBON_VERSION,
+};
 
 /// Bits per key of a (4-wise, as tables are written) binary fuse filter over `keys` keys with
 /// `fingerprint_bits`-bit fingerprints (4 to 16): its slots times the fingerprint width over
@@ -83,6 +88,10 @@ pub(crate) enum TableFilter {
         fingerprint_bits: u32,
         max_bits_per_key: f64,
     },
+    /// A Ribbon filter at about `bits_per_key`, unless the set is too small for one to beat a
+    /// Bloom filter of that size (then that Bloom filter) or no seed solves it (the same,
+    /// reported as a fallback).
+    Ribbon { bits_per_key: f64 },
 }
 
 impl TableFilter {
@@ -97,11 +106,12 @@ impl TableFilter {
             } => fuse_bits_per_key(NOMINAL_TABLE_KEYS, fingerprint_bits)
                 .unwrap_or(0.0)
                 .min(max_bits_per_key),
+            TableFilter::Ribbon { bits_per_key } => bits_per_key,
         }
     }
 }
 
-/// A finished filter block and whether a fuse filter had to fall back to Bloom.
+/// A finished filter block and whether a fuse or Ribbon filter had to fall back to Bloom.
 #[derive(Debug)]
 pub(crate) struct FinishedFilter {
     pub(crate) block: Vec<u8>,
@@ -184,6 +194,24 @@ impl FilterBuilder {
                     (bits, true)
                 }
             },
+            TableFilter::Ribbon { .. } if keys == 0 => (1.0, false),
+            TableFilter::Ribbon { bits_per_key } => {
+                if ribbon::bits_and_fpr(keys, bits_per_key).is_none() {
+                    // Too few keys (or bits) for Ribbon to beat Bloom: Bloom, by design.
+                    (bits_per_key, false)
+                } else if let Some(f) = RibbonFilter::build(&self.hashes, bits_per_key) {
+                    return FinishedFilter {
+                        block: f.encode(),
+                        fuse_fell_back: false,
+                    };
+                } else {
+                    log::warn!(
+                        "Ribbon filter over {keys} keys failed for {} seeds; using Bloom",
+                        ribbon::MAX_ATTEMPTS
+                    );
+                    (bits_per_key, true)
+                }
+            }
         };
         FinishedFilter {
             block: BloomFilter::build(&self.hashes, bits).encode(),
@@ -275,6 +303,8 @@ pub enum Filter {
     Bloom(BloomFilter),
     /// A binary fuse filter.
     Fuse(FuseFilter),
+    /// A Ribbon filter.
+    Ribbon(RibbonFilter),
 }
 
 impl fmt::Debug for Filter {
@@ -295,6 +325,12 @@ impl fmt::Debug for Filter {
                 x.fingerprint_bits(),
                 x.array_length(),
                 x.keys
+            ),
+            Filter::Ribbon(r) => write!(
+                f,
+                "Filter::Ribbon {{ geometry: {:?}, keys: {} }}",
+                r.geometry(),
+                r.keys()
             ),
         }
     }
@@ -428,6 +464,7 @@ impl Filter {
         match self {
             Filter::Bloom(b) => b.may_contain_hash(hash),
             Filter::Fuse(f) => f.may_contain_hash(hash),
+            Filter::Ribbon(r) => r.may_contain_hash(hash),
             Filter::Empty => false,
             Filter::Unknown(_) => true,
         }
@@ -443,6 +480,7 @@ impl Filter {
         match self {
             Filter::Bloom(b) => b.memory_bytes(),
             Filter::Fuse(f) => f.memory_bytes(),
+            Filter::Ribbon(r) => r.memory_bytes(),
             _ => 0,
         }
     }
@@ -452,6 +490,7 @@ impl Filter {
         match self {
             Filter::Bloom(b) => b.predicted_fpr(),
             Filter::Fuse(f) => f.predicted_fpr(),
+            Filter::Ribbon(r) => r.predicted_fpr(),
             Filter::Empty => 0.0,
             Filter::Unknown(_) => 1.0,
         }
@@ -462,6 +501,7 @@ impl Filter {
         match self {
             Filter::Bloom(b) => b.keys,
             Filter::Fuse(f) => f.keys,
+            Filter::Ribbon(r) => r.keys(),
             _ => 0,
         }
     }
@@ -471,12 +511,13 @@ impl Filter {
         match self {
             Filter::Bloom(b) => b.bits_per_key(),
             Filter::Fuse(f) => f.bits_per_key(),
+            Filter::Ribbon(r) => r.bits_per_key(),
             _ => 0.0,
         }
     }
 
     /// The filter's kind as `silt` and `levels()` name it: "bloom", "fuse4" .. "fuse16" (the
-    /// fingerprint width), "empty" or "unknown".
+    /// fingerprint width), "ribbon", "empty" or "unknown".
     pub fn kind_name(&self) -> &'static str {
         // By width, from fuse::MIN_WIDTH (4) to fuse::MAX_WIDTH (16), the only ones decoded.
         const FUSE: [&str; 13] = [
@@ -491,6 +532,7 @@ impl Filter {
                 .and_then(|i| FUSE.get(i as usize))
                 .copied()
                 .unwrap_or("fuse"),
+            Filter::Ribbon(_) => "ribbon",
             Filter::Empty => "empty",
             Filter::Unknown(_) => "unknown",
         }
@@ -892,6 +934,9 @@ pub fn decode(block: &[u8]) -> Result<Filter, FilterError> {
     if t.kind == KIND_BINARY_FUSE {
         return decode_fuse(block);
     }
+    if t.kind == KIND_RIBBON {
+        return ribbon::decode(block);
+    }
     if t.kind != KIND_BLOCKED_BLOOM {
         return Ok(Filter::Unknown(format!("unknown filter kind {}", t.kind)));
     }
@@ -1174,7 +1219,76 @@ mod tests {
         assert!(f.bits_per_key() <= 5.2, "{}", f.bits_per_key());
     }
 
+    #[test]
+    fn ribbon_table_filter_is_ribbon_bloom_for_tiny_sets_and_empty_for_none() {
+        let build = |n: u32, bits: f64| {
+            let mut b = FilterBuilder::new();
+            for i in 0..n {
+                b.add_hash(hash_key(&i.to_le_bytes()));
+            }
+            let done = b.finish_as(TableFilter::Ribbon { bits_per_key: bits });
+            assert!(!done.fuse_fell_back);
+            decode(&done.block).unwrap()
+        };
+        let f = build(5000, 7.0);
+        assert_eq!(f.kind_name(), "ribbon");
+        assert!(
+            (f.bits_per_key() - 7.0).abs() < 0.05,
+            "{}",
+            f.bits_per_key()
+        );
+        assert!((0..5000u32).all(|i| f.may_contain(&i.to_le_bytes())));
+        // Ten keys cannot fill 256 slots with one result bit each, and 40 keys would get a
+        // Ribbon filter worse than Bloom: Bloom filters, by design.
+        for n in [10, 40] {
+            let f = build(n, 7.0);
+            assert_eq!(f.kind_name(), "bloom");
+            assert!((0..n).all(|i| f.may_contain(&i.to_le_bytes())));
+        }
+        assert_eq!(build(0, 7.0), Filter::Empty);
+    }
+
+    #[test]
+    fn ribbon_false_positive_rate_is_within_five_percent_of_prediction() {
+        let hashes: Vec<u64> = (0..70_000u32).map(|i| hash_key(&i.to_le_bytes())).collect();
+        for bits in [5.0, 7.0, 9.6] {
+            let f = RibbonFilter::build(&hashes, bits).unwrap();
+            let probes = 1_000_000u64;
+            let fp = (0..probes)
+                .filter(|i| f.may_contain_hash(hash_key(&(i | 1 << 40).to_le_bytes())))
+                .count();
+            let rate = fp as f64 / probes as f64;
+            assert!(
+                (rate / f.predicted_fpr() - 1.0).abs() < 0.05,
+                "{bits}: {rate} vs {}",
+                f.predicted_fpr()
+            );
+        }
+    }
+
     proptest! {
+        #[test]
+        fn ribbon_no_false_negatives_for_any_key_set(
+            keys in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 100..400),
+            long in proptest::collection::vec(any::<u8>(), 1000..3000),
+            bits in 2.0f64..20.0,
+            repeat in 0usize..3,
+        ) {
+            let mut all: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
+            all.push(&long);
+            all.push(b"");
+            for _ in 0..repeat {
+                all.push(&long);
+            }
+            let hashes: Vec<u64> = all.iter().map(|k| hash_key(k)).collect();
+            if let Some(f) = RibbonFilter::build(&hashes, bits) {
+                let f = decode(&f.encode()).unwrap();
+                for k in &all {
+                    prop_assert!(f.may_contain(k));
+                }
+            }
+        }
+
         #[test]
         fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
             let _ = decode(&bytes);

@@ -35,7 +35,8 @@ pub(crate) struct TableEnv {
     pub(crate) dir: PathBuf,
     pub(crate) caches: TableCaches,
     pub(crate) obsolete: Arc<ObsoleteFiles>,
-    /// Tables that were to get a fuse filter and got a Bloom filter (`Stats::filter_fuse_fallbacks`).
+    /// Tables that were to get a fuse or Ribbon filter and got a Bloom filter because no seed
+    /// built one (`Stats::filter_fuse_fallbacks`).
     pub(crate) fuse_fallbacks: std::sync::atomic::AtomicU64,
 }
 

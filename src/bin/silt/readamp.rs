@@ -20,8 +20,9 @@ pub struct ReadampArgs {
     #[arg(long, default_value_t = 100_000)]
     reads: u64,
     /// Filter settings: bits per key (0 = no filter), `monkey:B` for Monkey over Bloom filters
-    /// at an average of B, or `hybrid:B` for the default policy (Monkey over Bloom and binary
-    /// fuse filters, fuse from L1) at an average of B. Repeatable.
+    /// at an average of B, `hybrid:B` for the default policy (Monkey over Bloom and binary
+    /// fuse filters, fuse from L1) at an average of B, or `ribbon:B` for Monkey over Bloom
+    /// and Ribbon filters (Ribbon from L1). Repeatable.
     #[arg(long = "bits-per-key", num_args = 1.., default_values_t = ["0".to_string(), "5".to_string(), "10".to_string(), "15".to_string(), "hybrid:10".to_string()])]
     bits_per_key: Vec<String>,
     /// Value size in bytes.
@@ -82,7 +83,7 @@ struct Setting {
 fn parse_setting(s: &str) -> Result<(Setting, FilterPolicy), CliError> {
     let bad = || {
         CliError::input(format!(
-            "bad --bits-per-key {s:?}: expected a number, monkey:NUMBER or hybrid:NUMBER"
+            "bad --bits-per-key {s:?}: expected a number, monkey:NUMBER, hybrid:NUMBER or ribbon:NUMBER"
         ))
     };
     if let Some(rest) = s.strip_prefix("hybrid:") {
@@ -99,6 +100,23 @@ fn parse_setting(s: &str) -> Result<(Setting, FilterPolicy), CliError> {
             FilterPolicy::Hybrid {
                 bits_per_key: b,
                 fuse_from_level: 1,
+            },
+        ));
+    }
+    if let Some(rest) = s.strip_prefix("ribbon:") {
+        let b: f64 = rest.parse().map_err(|_| bad())?;
+        if !(0.0..=100.0).contains(&b) {
+            return Err(bad());
+        }
+        return Ok((
+            Setting {
+                label: format!("ribbon:{b}"),
+                policy: "ribbon".into(),
+                bits_per_key: b,
+            },
+            FilterPolicy::RibbonHybrid {
+                bits_per_key: b,
+                ribbon_from_level: 1,
             },
         ));
     }
@@ -616,7 +634,7 @@ fn plot(r: &Report, path: &Path) -> Result<(), CliError> {
     let uniform: Vec<&SettingReport> = r
         .settings
         .iter()
-        .filter(|s| s.setting.policy != "monkey" && s.setting.policy != "hybrid")
+        .filter(|s| s.setting.policy == "none" || s.setting.policy == "uniform")
         .collect();
     if uniform.is_empty() {
         return Err(CliError::input(

@@ -3,7 +3,9 @@
 use crate::output::{escape, line, parse_key, print_json, show, CliError};
 use clap::Args;
 use serde::Serialize;
-use siltdb::inspect::filter::{self, BloomFilter, Filter, FilterTrailer, FuseTrailer};
+use siltdb::inspect::filter::{
+    self, BloomFilter, Filter, FilterTrailer, FuseTrailer, RibbonTrailer,
+};
 use siltdb::inspect::table::TableReader;
 use siltdb::inspect::table::{BlockHandle, BlockKind, Footer, FOOTER_LEN, MAGIC};
 use std::io::Write;
@@ -45,8 +47,10 @@ struct FilterSummary {
     fingerprint_bits: Option<u32>,
     /// Fuse slots per key; null for other kinds.
     arity: Option<u32>,
-    /// Fuse array length in slots; null for other kinds.
+    /// Fuse array length or Ribbon slots; null for other kinds.
     slots: Option<u64>,
+    /// Ribbon: mean result bits per slot; null for other kinds.
+    columns: Option<f64>,
     bytes: u64,
     predicted_fpr: f64,
 }
@@ -62,6 +66,7 @@ impl FilterSummary {
             fingerprint_bits: None,
             arity: None,
             slots: None,
+            columns: None,
             bytes,
             predicted_fpr: f.predicted_fpr(),
         }
@@ -75,6 +80,10 @@ impl FilterSummary {
                 format!("{w}-bit fingerprints, {a}-wise, {slots} slots, {size}")
             }
             (_, _, _, Some(k)) => format!("{size}, k={k}"),
+            (None, None, Some(slots), None) => format!(
+                "{:.2} result bits per slot, {slots} slots, {size}",
+                self.columns.unwrap_or(0.0)
+            ),
             _ => size,
         };
         format!(
@@ -103,6 +112,15 @@ fn filter_summary(t: &TableReader) -> Option<FilterSummary> {
             slots: Some(x.array_length()),
             ..FilterSummary::new(format!("binary-fuse-{}", x.fingerprint_bits()), f, bytes)
         },
+        Filter::Ribbon(r) => {
+            let g = r.geometry();
+            FilterSummary {
+                bits: r.memory_bytes() as u64 * 8,
+                slots: Some(g.slots()),
+                columns: Some((g.words() * 128) as f64 / g.slots() as f64),
+                ..FilterSummary::new("ribbon-128".into(), f, bytes)
+            }
+        }
         Filter::Empty => FilterSummary::new("empty (no keys)".into(), f, bytes),
         Filter::Unknown(why) => FilterSummary::new(format!("unknown: {why}"), f, bytes),
     })
@@ -320,6 +338,19 @@ struct FuseKeyProbe {
     stored: Vec<u32>,
 }
 
+/// Where a key lands in a Ribbon filter.
+#[derive(Serialize)]
+struct RibbonKeyProbe {
+    /// First slot of the key's 128-slot window.
+    start: u64,
+    /// The key's 128 coefficients, hex (bit i: slot start + i).
+    coefficients: String,
+    /// The result bits its sums must give, one per column of its block.
+    result: u32,
+    /// Per column: whether the stored solution gives that bit.
+    columns_match: Vec<bool>,
+}
+
 #[derive(Serialize)]
 struct KeyProbe {
     key: String,
@@ -330,6 +361,8 @@ struct KeyProbe {
     probes: Option<Vec<(u32, bool)>>,
     /// Fuse: the key's slots and fingerprints (null for other kinds).
     fuse: Option<FuseKeyProbe>,
+    /// Ribbon: the key's window, coefficients and columns (null for other kinds).
+    ribbon: Option<RibbonKeyProbe>,
     in_table: bool,
 }
 
@@ -354,6 +387,29 @@ struct FuseJson {
     predicted_fpr: f64,
     /// Fraction of slots holding a zero fingerprint (null unless the filter decoded).
     zero_fraction: Option<f64>,
+}
+
+/// A Ribbon filter's parameters, from its trailer.
+#[derive(Serialize)]
+struct RibbonJson {
+    /// Coefficient width in bits (128).
+    width: u32,
+    /// Result bits of the lower blocks.
+    columns: u8,
+    /// 128-slot blocks.
+    blocks: u32,
+    /// First block with `columns + 1` result bits.
+    upper_start: u32,
+    /// Slots, `128 * blocks`.
+    slots: u64,
+    /// The mixing seed the construction settled on, hex.
+    seed: String,
+    keys: u64,
+    /// Bytes of the solution: the block without its trailer.
+    bytes: u64,
+    bits_per_key: f64,
+    /// Mean over start positions of `2^-columns of the block`.
+    predicted_fpr: f64,
 }
 
 #[derive(Serialize)]
@@ -388,6 +444,8 @@ struct FilterJson {
     histogram: Option<Histogram>,
     /// The binary fuse filter's parameters (null for other kinds).
     fuse: Option<FuseJson>,
+    /// The Ribbon filter's parameters (null for other kinds).
+    ribbon: Option<RibbonJson>,
     measured: Option<Measured>,
     keys_probed: Vec<KeyProbe>,
 }
@@ -473,6 +531,7 @@ fn kind_name(
     decoded: Option<&Filter>,
     trailer: &FilterTrailer,
     fuse: Option<&FuseTrailer>,
+    ribbon: Option<&RibbonTrailer>,
 ) -> String {
     if let Some(Filter::Unknown(why)) = decoded {
         return format!("unknown ({why}): every key reads as maybe present");
@@ -482,6 +541,14 @@ fn kind_name(
             "binary fuse, {}-wise, {}-bit fingerprints",
             t.arity, t.fingerprint_bits
         ),
+        (filter::MARKER, filter::KIND_RIBBON, _) => match ribbon {
+            Some(t) => format!(
+                "Ribbon, 128-bit coefficients, {} or {} result bits per slot",
+                t.columns,
+                u32::from(t.columns) + 1
+            ),
+            None => "Ribbon".into(),
+        },
         (filter::MARKER, filter::KIND_BLOCKED_BLOOM, _) => "blocked Bloom, 512-bit lines".into(),
         _ => return "unknown".into(),
     };
@@ -514,6 +581,28 @@ fn fuse_json(t: &FuseTrailer, payload_bytes: u64, decoded: Option<&Filter>) -> F
             Some(Filter::Fuse(x)) => Some(x.zero_fraction()),
             _ => None,
         },
+    }
+}
+
+/// The fields of a Ribbon trailer, with the geometry they imply.
+fn ribbon_json(t: &RibbonTrailer, payload_bytes: u64) -> RibbonJson {
+    let g = filter::RibbonGeometry {
+        blocks: t.blocks.max(2),
+        columns: u32::from(t.columns),
+        upper_start: t.upper_start.min(t.blocks),
+    };
+    let keys = u64::from(t.keys);
+    RibbonJson {
+        width: 128,
+        columns: t.columns,
+        blocks: t.blocks,
+        upper_start: t.upper_start,
+        slots: u64::from(t.blocks) * 128,
+        seed: format!("0x{:08x}", t.seed),
+        keys,
+        bytes: payload_bytes,
+        bits_per_key: per_key(payload_bytes.saturating_mul(8), keys),
+        predicted_fpr: g.predicted_fpr(),
     }
 }
 
@@ -589,6 +678,7 @@ fn probe_one(
         line: None,
         probes: None,
         fuse: None,
+        ribbon: None,
         in_table: match t {
             Some(t) => t.find(key)?.is_some(),
             None => false,
@@ -606,6 +696,16 @@ fn probe_one(
                 slots: probe.slots,
                 fingerprint: probe.fingerprint,
                 stored: probe.stored,
+            });
+        }
+        Some(Filter::Ribbon(r)) => {
+            let probe = r.probe(h);
+            p.verdict = verdict(probe.may_contain);
+            p.ribbon = Some(RibbonKeyProbe {
+                start: probe.start,
+                coefficients: format!("0x{:032x}", probe.coefficients),
+                result: probe.result,
+                columns_match: probe.columns_match,
             });
         }
         _ => {}
@@ -639,6 +739,12 @@ pub fn filter(args: &FilterArgs, json: bool) -> Result<(), CliError> {
         } else {
             None
         };
+    let ribbon_trailer = if trailer.marker == filter::MARKER && trailer.kind == filter::KIND_RIBBON
+    {
+        Some(filter::decode_ribbon_trailer(&block).map_err(bad_trailer)?)
+    } else {
+        None
+    };
     let crc_ok = filter::checksum_ok(&block);
     let decoded = if crc_ok {
         Some(filter::decode(&block).map_err(bad_trailer)?)
@@ -650,11 +756,15 @@ pub fn filter(args: &FilterArgs, json: bool) -> Result<(), CliError> {
     let fuse = fuse_trailer
         .as_ref()
         .map(|t| fuse_json(t, payload_bytes, decoded.as_ref()));
-    let (keys, bits) = match &fuse {
-        Some(x) => (x.keys, payload_bytes * 8),
-        None => (trailer.keys, u64::from(trailer.lines) * 512),
+    let ribbon = ribbon_trailer
+        .as_ref()
+        .map(|t| ribbon_json(t, payload_bytes));
+    let (keys, bits) = match (&fuse, &ribbon) {
+        (Some(x), _) => (x.keys, payload_bytes * 8),
+        (None, Some(r)) => (r.keys, payload_bytes * 8),
+        (None, None) => (trailer.keys, u64::from(trailer.lines) * 512),
     };
-    let bloom_trailer = fuse.is_none();
+    let bloom_trailer = fuse.is_none() && ribbon.is_none();
     let measured = match (args.measure, &decoded, &table) {
         (Some(n), Some(f), Some(t)) => Some(measure(f, t, n)?),
         _ => None,
@@ -671,7 +781,12 @@ pub fn filter(args: &FilterArgs, json: bool) -> Result<(), CliError> {
         block_bytes: fh.size,
         marker: format!("0x{:02x}", trailer.marker),
         kind: trailer.kind,
-        kind_name: kind_name(decoded.as_ref(), &trailer, fuse_trailer.as_ref()),
+        kind_name: kind_name(
+            decoded.as_ref(),
+            &trailer,
+            fuse_trailer.as_ref(),
+            ribbon_trailer.as_ref(),
+        ),
         version: trailer.version,
         hash: if trailer.hash_id == filter::HASH_XXH3_64 {
             "xxh3-64".into()
@@ -688,7 +803,9 @@ pub fn filter(args: &FilterArgs, json: bool) -> Result<(), CliError> {
         crc_ok,
         fill_ratio: None,
         predicted_fpr: match &decoded {
-            Some(f @ (Filter::Bloom(_) | Filter::Fuse(_))) => Some(f.predicted_fpr()),
+            Some(f @ (Filter::Bloom(_) | Filter::Fuse(_) | Filter::Ribbon(_))) => {
+                Some(f.predicted_fpr())
+            }
             _ => None,
         },
         fpr_from_fill_ratio: None,
@@ -699,6 +816,7 @@ pub fn filter(args: &FilterArgs, json: bool) -> Result<(), CliError> {
         set_bits_per_line_max: None,
         histogram: None,
         fuse,
+        ribbon,
         measured,
         keys_probed,
     };
@@ -744,9 +862,10 @@ fn print_filter_text(d: &FilterJson) -> Result<(), CliError> {
     let seed = d.seed.map_or(String::new(), |s| format!(", seed {s}"));
     line(&mut out, &format!("hash                 {}{seed}", d.hash))?;
     line(&mut out, &format!("keys (n)             {}", d.keys))?;
-    match &d.fuse {
-        Some(x) => print_fuse_text(&mut out, d, x)?,
-        None => print_bloom_text(&mut out, d)?,
+    match (&d.fuse, &d.ribbon) {
+        (Some(x), _) => print_fuse_text(&mut out, d, x)?,
+        (None, Some(r)) => print_ribbon_text(&mut out, d, r)?,
+        (None, None) => print_bloom_text(&mut out, d)?,
     }
     let digits = d
         .fuse
@@ -828,6 +947,45 @@ fn print_fuse_text(out: &mut impl Write, d: &FilterJson, x: &FuseJson) -> Result
             "FPR predicted        {} (2^-{}, binary fuse)",
             pct(Some(x.predicted_fpr)),
             x.fingerprint_bits
+        ),
+    )?;
+    print_measured(out, d)
+}
+
+fn print_ribbon_text(out: &mut impl Write, d: &FilterJson, r: &RibbonJson) -> Result<(), CliError> {
+    line(out, &format!("coefficient width    {} bits", r.width))?;
+    line(
+        out,
+        &format!(
+            "result bits          {} in blocks 0..{}, {} in blocks {}..{}",
+            r.columns,
+            r.upper_start,
+            u32::from(r.columns) + 1,
+            r.upper_start,
+            r.blocks
+        ),
+    )?;
+    line(
+        out,
+        &format!(
+            "slots                {} = {} blocks * 128",
+            r.slots, r.blocks
+        ),
+    )?;
+    line(out, &format!("seed                 {}", r.seed))?;
+    line(
+        out,
+        &format!(
+            "bytes                {} ({:.3} bits/key)",
+            r.bytes, r.bits_per_key
+        ),
+    )?;
+    line(out, &crc_line(d))?;
+    line(
+        out,
+        &format!(
+            "FPR predicted        {} (mean of 2^-result bits over start slots, Ribbon)",
+            pct(Some(r.predicted_fpr))
         ),
     )?;
     print_measured(out, d)
@@ -936,7 +1094,20 @@ fn key_probe_text(k: &KeyProbe, digits: usize) -> String {
                 hex(f.stored.iter().fold(0, |a, &b| a ^ b))
             )
         }
-        (None, None) => String::new(),
+        (None, None) => match &k.ribbon {
+            Some(r) => {
+                let cols: String = r
+                    .columns_match
+                    .iter()
+                    .map(|&m| if m { '1' } else { '0' })
+                    .collect();
+                format!(
+                    " start slot {} coefficients {} result 0x{:x}, columns matching [{cols}]",
+                    r.start, r.coefficients, r.result
+                )
+            }
+            None => String::new(),
+        },
     };
     format!(
         "key {:<24} {:<17}{why}; in table: {}",
