@@ -26,13 +26,14 @@ pub enum LevelFilter {
         /// fastest.
         fingerprint_bits: u8,
     },
-    /// A Ribbon filter (128-bit coefficients, interleaved solution) at about `bits_per_key`:
-    /// false-positive rate about `2^-(bits / 1.03)` for tables of ~70,000 keys (0.97% at 7
-    /// bits per key, where a Bloom filter needs 10), any fraction of a bit honoured. Built
+    /// A Ribbon filter (128-bit coefficients, interleaved solution) at about `bits_per_key`,
+    /// any fraction of a bit honoured (never more): false-positive rate 0.96% at 7 bits per
+    /// key for tables of ~70,000 keys, where a Bloom filter needs 10 (about 3% above the space
+    /// bound; more for sets of millions of keys). Built
     /// once per table, at about twice a fuse filter's build cost; a table too small for a
-    /// Ribbon filter to beat Bloom (a few hundred keys), or whose Ribbon filter cannot be
-    /// solved, gets a Bloom filter of the same size (the latter counted in
-    /// `Stats::filter_fuse_fallbacks`).
+    /// Ribbon filter to beat Bloom (a few hundred keys), a request of about 31 bits per key or
+    /// more, or a Ribbon filter that cannot be solved, gets a Bloom filter of the same size
+    /// (only the last counted, in `Stats::filter_fuse_fallbacks`).
     Ribbon {
         /// Bits per key, 0 to 100.
         bits_per_key: f64,

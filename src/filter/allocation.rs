@@ -345,10 +345,12 @@ fn spend_leftover(
                 } => options.get(i).and_then(|o| {
                     o.iter().copied().find(|o| matches!(o, Choice::Fuse { fingerprint_bits: w, .. } if *w == fingerprint_bits + 1))
                 }),
-                Choice::Ribbon { request, .. } => options.get(i).and_then(|o| {
-                    o.iter()
-                        .copied()
-                        .find(|o| matches!(o, Choice::Ribbon { request: r, .. } if *r > request + STEP / 2.0))
+                // The next grid step that costs more bits (for small tables several steps
+                // can share one geometry).
+                Choice::Ribbon { request, bits, .. } => options.get(i).and_then(|o| {
+                    o.iter().copied().find(|o| {
+                        matches!(o, Choice::Ribbon { request: r, bits: b, .. } if *r > request && *b > bits)
+                    })
                 }),
             };
             let Some(next) = next else { continue };

@@ -36,9 +36,11 @@
 
 /// Most seeds a build tries before it gives up.
 pub const MAX_ATTEMPTS: u32 = 8;
-/// Fewest and most result bits per slot (the whole part of bits per key over overhead).
+/// Fewest result bits (columns) of the lower blocks.
 pub const MIN_COLUMNS: u32 = 1;
-/// See [`MIN_COLUMNS`].
+/// One more than the most result bits of the lower blocks (30; upper blocks hold one more,
+/// 31, so that a key's result bits fit in 32). A request needing more (about 31 bits per
+/// key) gets a Bloom filter.
 pub const MAX_COLUMNS: u32 = 31;
 /// Keys a Ribbon filter may hold: slots and block counts must fit in 32 bits.
 pub const MAX_KEYS: u64 = 1 << 30;
@@ -79,7 +81,7 @@ pub(crate) fn overhead(keys: u64) -> f64 {
 pub struct Geometry {
     /// 128-slot blocks (at least 2).
     pub blocks: u32,
-    /// Result bits of the lower blocks (1..=31).
+    /// Result bits of the lower blocks (1..=30).
     pub columns: u32,
     /// First block with `columns + 1` result bits (`blocks`: none).
     pub upper_start: u32,
@@ -103,7 +105,8 @@ impl Geometry {
             return None;
         }
         // Blocks that get one more column, so the total matches the request.
-        let extra = ((per_slot - columns) * blocks as f64).round() as u64;
+        // Rounded down, so that the filter never takes more than it was given.
+        let extra = ((per_slot - columns) * blocks as f64).floor() as u64;
         let upper_start = blocks - extra.min(blocks);
         Some(Geometry {
             blocks: u32::try_from(blocks).ok()?,
@@ -119,7 +122,7 @@ impl Geometry {
 
     /// Start positions a key may get (`slots - 127`).
     pub fn starts(&self) -> u64 {
-        self.slots() - 127
+        self.slots().saturating_sub(127).max(1)
     }
 
     /// Result bits stored for block `b`.
@@ -170,19 +173,19 @@ pub fn bits_and_fpr(keys: u64, bits_per_key: f64) -> Option<(f64, f64)> {
 pub(crate) struct Ribbon {
     pub(crate) geometry: Geometry,
     pub(crate) seed: u32,
-    /// The solution words, then one zero word of padding (not stored in the block).
+    /// The solution words, block by block.
     pub(crate) words: Box<[u128]>,
 }
 
-/// The parity of a 128-bit word, without relying on a POPCNT instruction (not in the
-/// baseline x86-64 target): fold to 4 bits, then look the nibble's parity up in 0x6996.
+/// The parity of a 128-bit word, where the target has a POPCNT instruction.
 #[inline(always)]
 #[cfg(target_feature = "popcnt")]
 fn parity(x: u128) -> u32 {
     x.count_ones() & 1
 }
 
-/// See above.
+/// The parity of a 128-bit word without POPCNT (not in the baseline x86-64 target): fold to
+/// 4 bits, then look the nibble's parity up in 0x6996.
 #[inline(always)]
 #[cfg(not(target_feature = "popcnt"))]
 fn parity(x: u128) -> u32 {
@@ -350,7 +353,8 @@ fn band(sorted: &[u64], seed: u32, g: &Geometry, coeffs: &mut [u128], results: &
         let (start, mut c, mut r) = equation(h, seed, starts);
         let mut i = start;
         loop {
-            // `c`'s highest bit stays at or below start + 127 < slots.
+            // Every stored row's highest bit is at most its key's start + 127 < slots, and
+            // XOR with stored rows keeps `c`'s there, so the pivot never leaves the band.
             let Some(row) = coeffs.get(i).copied() else {
                 return false;
             };
@@ -377,8 +381,7 @@ fn band(sorted: &[u64], seed: u32, g: &Geometry, coeffs: &mut [u128], results: &
 
 /// Solves the banded system from the last slot down into interleaved column words.
 fn back_substitute(g: &Geometry, coeffs: &[u128], results: &[u32]) -> Box<[u128]> {
-    // One zero word after the last block: a probe reads `columns + 1` words from any block.
-    let mut words = vec![0u128; g.words() as usize + 1].into_boxed_slice();
+    let mut words = vec![0u128; g.words() as usize].into_boxed_slice();
     let max_cols = (g.columns + 1) as usize;
     // state[c] bit k = S[i + k][c] for the slot i being solved.
     let mut state = vec![0u128; max_cols];
@@ -466,10 +469,9 @@ impl RibbonFilter {
         self.keys
     }
 
-    /// Bytes of the solution words (what the filter block stores; in memory one padding
-    /// word more).
+    /// Bytes held in memory (the solution words, as the block stores them).
     pub fn memory_bytes(&self) -> usize {
-        self.ribbon.words.len().saturating_sub(1) * 16
+        self.ribbon.words.len() * 16
     }
 
     /// Bits per key (`8 * bytes / keys`).
@@ -508,8 +510,7 @@ impl RibbonFilter {
     pub fn encode(&self) -> Vec<u8> {
         let g = self.ribbon.geometry;
         let mut out = Vec::with_capacity(self.memory_bytes() + super::TRAILER_LEN);
-        let stored = self.ribbon.words.len().saturating_sub(1);
-        for w in &self.ribbon.words[..stored] {
+        for w in self.ribbon.words.iter() {
             out.extend_from_slice(&w.to_le_bytes());
         }
         out.push(super::MARKER);
@@ -634,7 +635,6 @@ pub(crate) fn decode(block: &[u8]) -> Result<super::Filter, super::FilterError> 
     let words = block[..start]
         .chunks_exact(16)
         .map(|c| u128::from_le_bytes(c.try_into().unwrap_or([0; 16])))
-        .chain(std::iter::once(0))
         .collect();
     Ok(Filter::Ribbon(RibbonFilter {
         ribbon: Ribbon {

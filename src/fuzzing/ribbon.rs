@@ -142,12 +142,12 @@ mod tests {
 
     const FIX_ALL: u8 = RIBBON_FIX_FIELDS | RIBBON_FIX_GEOMETRY | RIBBON_FIX_KEYS;
 
-    /// Real Ribbon filter blocks over 0, 300, 2,000 and 20,000 keys at 3.5, 7 and 12.25 bits
-    /// per key, as (name, keys, block).
+    /// Real Ribbon filter blocks over 300, 2,000 and 20,000 keys at 3.5, 7 and 12.25 bits per
+    /// key, as (name, keys, block) (none over 0 keys: that is the empty Bloom filter).
     fn seeds() -> Vec<(String, u64, Vec<u8>)> {
         let mut out = Vec::new();
         for bits in [3.5f64, 7.0, 12.25] {
-            for n in [0u32, 300, 2000, 20_000] {
+            for n in [300u32, 2000, 20_000] {
                 let hashes: Vec<u64> = (0..n)
                     .map(|i| filter::hash_key(format!("key{i:05}").as_bytes()))
                     .collect();
