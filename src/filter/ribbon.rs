@@ -89,7 +89,7 @@ pub struct Geometry {
 
 impl Geometry {
     /// The geometry for `keys` keys at (about) `bits_per_key`, or `None` for more than
-    /// [`MAX_KEYS`] keys or a size outside what `columns` can express.
+    /// 2^30 keys or a size outside what `columns` can express.
     pub fn for_keys(keys: u64, bits_per_key: f64) -> Option<Geometry> {
         if keys > MAX_KEYS || !bits_per_key.is_finite() {
             return None;
@@ -444,7 +444,7 @@ impl RibbonFilter {
     /// Builds a filter over keys given by their `hash_key` hashes at about `bits_per_key`
     /// (fractions honoured by giving some blocks one more column). Duplicate hashes are
     /// harmless. `None` if no geometry fits (fewer than ~1 result bit per slot: tiny sets at
-    /// low bits per key, or more than [`MAX_KEYS`] keys) or no seed of [`MAX_ATTEMPTS`]
+    /// low bits per key, or more than 2^30 keys) or no seed of `RIBBON_MAX_ATTEMPTS` (8)
     /// solves the set (a table then gets a Bloom filter). Public for benchmarks and tools.
     pub fn build(hashes: &[u64], bits_per_key: f64) -> Option<RibbonFilter> {
         let ribbon = build(hashes, bits_per_key)?;
