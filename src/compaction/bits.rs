@@ -404,6 +404,43 @@ mod tests {
     }
 
     #[test]
+    fn ribbon_hybrid_and_ribbon_levels_keep_budgets_and_limits() {
+        let s = shape(&[1000, 10_000, 100_000, 1_000_000, 0, 0, 0]);
+        let o = Options::default().filter_policy(FilterPolicy::RibbonHybrid {
+            bits_per_key: 7.0,
+            ribbon_from_level: 1,
+        });
+        let c = choices_per_level(&o, &s);
+        assert!(matches!(c[0], Choice::Bloom(_)), "{c:?}");
+        assert!(matches!(c[3], Choice::Ribbon { .. }), "{c:?}");
+        let used = |c: &[Choice]| -> f64 {
+            s.iter()
+                .zip(c)
+                .skip(1)
+                .map(|(l, c)| l.keys as f64 * c.bits())
+                .sum()
+        };
+        let budget: f64 = s.iter().skip(1).map(|l| l.keys as f64 * 7.0).sum();
+        assert!(used(&c) <= budget * 1.0001, "{c:?}");
+        // A memory limit below the policy's budget lowers it, and the tables keep Ribbon.
+        let o = o.filter_memory_limit(1_111_000 * 5 / 8);
+        let c = choices_per_level(&o, &s);
+        assert!(used(&c) <= 1_110_000.0 * 5.0 * 1.0001, "{c:?}");
+        assert!(matches!(c[3], Choice::Ribbon { .. }), "{c:?}");
+        // Per-level Ribbon cut by a limit: a smaller Ribbon filter, never above the cut.
+        let o = Options::default()
+            .filter_policy(FilterPolicy::Levels(vec![LevelFilter::Ribbon {
+                bits_per_key: 12.0,
+            }]))
+            .filter_memory_limit(1_111_000 * 4 / 8);
+        let c = choices_per_level(&o, &s);
+        match c[3] {
+            Choice::Ribbon { bits, .. } => assert!(bits < 4.0, "{c:?}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn key_distribution_shares() {
         let k = |v: u64| v.to_be_bytes();
         // Two tables over [0, 100) and [100, 200] with 100 keys each, one point table.
