@@ -79,13 +79,14 @@ pub enum FilterPolicy {
         /// The first level whose tables may get fuse filters (1 by default; 0 allows L0).
         fuse_from_level: usize,
     },
-    /// Monkey's allocation over Bloom and Ribbon filters: as `Hybrid`, with Ribbon filters
-    /// (any bits per key, ~3% above the space bound for default-sized tables) in place of
-    /// fuse filters from `ribbon_from_level` down. For the same memory it wastes about half
-    /// the block reads of `Hybrid`, or matches the default's wasted reads with ~30% less
-    /// filter memory than Monkey over Bloom, at about twice the fuse filter's build cost in
-    /// compaction (see `docs/filters.md`). Not the default: that build cost is paid on the
-    /// write path's background threads.
+    /// Monkey's allocation over Bloom and Ribbon filters (opt-in; the default is `Hybrid`):
+    /// as `Hybrid`, with Ribbon filters (any bits per key, ~3% above the space bound for
+    /// default-sized tables) in place of fuse filters from `ribbon_from_level` down. For the
+    /// same memory it wastes about half the block reads of `Hybrid`; at 7 bits per key it
+    /// wastes what `Monkey` over Bloom wastes at 10, with 30% less filter memory. The price
+    /// (see `docs/filters.md` section 5): a negative probe ~3x a Bloom probe's cost in
+    /// cache, a build about twice a fuse filter's at default table size, paid in
+    /// compaction. Open fails with `InvalidArgument` for bits per key outside 0..=100.
     RibbonHybrid {
         /// Average bits per key over the levels below L0 (as for `Monkey`).
         bits_per_key: f64,
