@@ -59,35 +59,36 @@ fn main() {
     );
     println!("|---|---|---|---|---|---|");
     // FUSE_ONLY=8 (a width) skips the Bloom rows and builds one 4-wise fuse filter of that
-    // width over KEYS, so that `/usr/bin/time -v` shows the build's peak memory.
-    if let Some(w) = std::env::var("FUSE_ONLY")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-    {
-        let start = Instant::now();
-        let f = FuseFilter::build_owned(hashes, w).expect("fuse build");
+    // width over KEYS, so that `/usr/bin/time -v` shows the build's peak memory; RIBBON_ONLY=7
+    // (bits per key) does the same for one Ribbon filter.
+    let only = |var: &str| std::env::var(var).ok().and_then(|v| v.parse::<f64>().ok());
+    let report = |name: String, keys: u64, bytes: usize, bits: f64, start: Instant| {
         println!(
-            "fuse{w}: {} keys, {} bytes ({:.3} bits/key), built in {:.1} ns/key (from hashes)",
+            "{name}: {keys} keys, {bytes} bytes ({bits:.3} bits/key), built in {:.1} ns/key (from hashes)",
+            start.elapsed().as_nanos() as f64 / keys.max(1) as f64
+        );
+    };
+    if let Some(w) = only("FUSE_ONLY") {
+        let start = Instant::now();
+        let f = FuseFilter::build_owned(hashes, w as u32).expect("fuse build");
+        report(
+            format!("fuse{w}"),
             f.keys(),
             f.memory_bytes(),
             f.bits_per_key(),
-            start.elapsed().as_nanos() as f64 / f.keys().max(1) as f64
+            start,
         );
         return;
     }
-    // RIBBON_ONLY=7 (bits per key): the same for one Ribbon filter.
-    if let Some(b) = std::env::var("RIBBON_ONLY")
-        .ok()
-        .and_then(|v| v.parse::<f64>().ok())
-    {
+    if let Some(b) = only("RIBBON_ONLY") {
         let start = Instant::now();
         let f = RibbonFilter::build(&hashes, b).expect("ribbon build");
-        println!(
-            "ribbon {b}: {} keys, {} bytes ({:.3} bits/key), built in {:.1} ns/key (from hashes)",
+        report(
+            format!("ribbon {b}"),
             f.keys(),
             f.memory_bytes(),
             f.bits_per_key(),
-            start.elapsed().as_nanos() as f64 / f.keys().max(1) as f64
+            start,
         );
         return;
     }

@@ -90,19 +90,35 @@ pub const FUSE_FIX_KEYS: u8 = 16;
 /// to valid values, and the checksum is recomputed; then the block is decoded, and a decoded
 /// fuse filter goes through [`check_fuse`].
 pub fn fuse_filter(data: &[u8]) {
+    fixed_block_target(data, fuse_block_from, |f, block| {
+        let _ = filter::decode_fuse_trailer(block);
+        match f {
+            Filter::Fuse(x) => check_fuse(x, block),
+            _ => return false,
+        }
+        true
+    });
+}
+
+/// The body of the kind-specific filter targets: the first byte of `data` is a flag set,
+/// `block_from(flags, rest)` forges the block, which is decoded; `check` gets the filter and
+/// the block and says whether it checked it (a filter of its kind); any other decoded filter
+/// is probed with a few keys.
+pub(crate) fn fixed_block_target(
+    data: &[u8],
+    block_from: fn(u8, &[u8]) -> Vec<u8>,
+    check: fn(&Filter, &[u8]) -> bool,
+) {
     let Some((&flags, rest)) = data.split_first() else {
         return;
     };
-    let block = fuse_block_from(flags, rest);
-    let _ = filter::decode_fuse_trailer(&block);
-    match filter::decode(&block) {
-        Ok(Filter::Fuse(f)) => check_fuse(&f, &block),
-        Ok(f) => {
+    let block = block_from(flags, rest);
+    if let Ok(f) = filter::decode(&block) {
+        if !check(&f, &block) {
             for k in [&b""[..], b"a", rest] {
                 let _ = f.may_contain(k);
             }
         }
-        Err(_) => {}
     }
 }
 

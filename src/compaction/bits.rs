@@ -228,30 +228,21 @@ pub(crate) fn choices_per_level(opts: &Options, shape: &[LevelShape]) -> Vec<Cho
             } else {
                 0.0
             };
-            let kinds: Vec<Kinds> = match &opts.filter_policy {
+            // The hybrids: Bloom above their first level, Bloom or their kind from it down.
+            let deep = match &opts.filter_policy {
                 FilterPolicy::Hybrid {
                     fuse_from_level, ..
-                } => (0..shape.len())
-                    .map(|l| {
-                        if l >= *fuse_from_level {
-                            Kinds::Fuse
-                        } else {
-                            Kinds::Bloom
-                        }
-                    })
-                    .collect(),
+                } => Some((*fuse_from_level, Kinds::Fuse)),
                 FilterPolicy::RibbonHybrid {
                     ribbon_from_level, ..
-                } => (0..shape.len())
-                    .map(|l| {
-                        if l >= *ribbon_from_level {
-                            Kinds::Ribbon
-                        } else {
-                            Kinds::Bloom
-                        }
-                    })
+                } => Some((*ribbon_from_level, Kinds::Ribbon)),
+                _ => None,
+            };
+            let kinds: Vec<Kinds> = match deep {
+                Some((from, kind)) => (0..shape.len())
+                    .map(|l| if l >= from { kind } else { Kinds::Bloom })
                     .collect(),
-                _ => Vec::new(),
+                None => Vec::new(),
             };
             return allocation::monkey_choices(shape, avg, floor, &kinds);
         }

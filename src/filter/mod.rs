@@ -71,6 +71,15 @@ pub fn fuse_bits_per_key(keys: u64, fingerprint_bits: u32) -> Option<f64> {
     fuse::bits_per_key(keys, fingerprint_bits, fuse::DEFAULT_ARITY)
 }
 
+/// `8 * bytes / keys` (0 without keys): a fingerprint filter's bits per key.
+pub(crate) fn bits_per_key_of(bytes: usize, keys: u64) -> f64 {
+    if keys == 0 {
+        0.0
+    } else {
+        bytes as f64 * 8.0 / keys as f64
+    }
+}
+
 /// The table size a fuse filter's nominal bits per key are quoted at (what the table
 /// properties record and `FilterPolicy::nominal_bits_per_key` reports).
 pub(crate) const NOMINAL_TABLE_KEYS: u64 = 100_000;
@@ -666,11 +675,7 @@ impl FuseFilter {
 
     /// Bits per key (`8 * bytes / keys`).
     pub fn bits_per_key(&self) -> f64 {
-        if self.keys == 0 {
-            0.0
-        } else {
-            self.memory_bytes() as f64 * 8.0 / self.keys as f64
-        }
+        bits_per_key_of(self.memory_bytes(), self.keys)
     }
 
     /// The false-positive rate: `2^-fingerprint_bits`.
@@ -1266,6 +1271,16 @@ mod tests {
         }
     }
 
+    /// The keys of the no-false-negative properties: `keys`, a long key `repeat + 1` times and
+    /// the empty key.
+    fn with_edge_keys<'a>(keys: &'a [Vec<u8>], long: &'a [u8], repeat: usize) -> Vec<&'a [u8]> {
+        let mut all: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
+        all.push(long);
+        all.push(b"");
+        all.extend(std::iter::repeat_n(long, repeat));
+        all
+    }
+
     proptest! {
         #[test]
         fn ribbon_no_false_negatives_for_any_key_set(
@@ -1274,12 +1289,7 @@ mod tests {
             bits in 2.0f64..20.0,
             repeat in 0usize..3,
         ) {
-            let mut all: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
-            all.push(&long);
-            all.push(b"");
-            for _ in 0..repeat {
-                all.push(&long);
-            }
+            let all = with_edge_keys(&keys, &long, repeat);
             let hashes: Vec<u64> = all.iter().map(|k| hash_key(k)).collect();
             if let Some(f) = RibbonFilter::build(&hashes, bits) {
                 let f = decode(&f.encode()).unwrap();
@@ -1326,12 +1336,7 @@ mod tests {
             width in 4u32..=16,
             repeat in 0usize..3,
         ) {
-            let mut all: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
-            all.push(&long);
-            all.push(b"");
-            for _ in 0..repeat {
-                all.push(&long);
-            }
+            let all = with_edge_keys(&keys, &long, repeat);
             let hashes: Vec<u64> = all.iter().map(|k| hash_key(k)).collect();
             let f = FuseFilter::build(&hashes, width).unwrap();
             let f = decode(&f.encode()).unwrap();
@@ -1346,9 +1351,7 @@ mod tests {
             long in proptest::collection::vec(any::<u8>(), 1000..3000),
             bpk in 0.5f64..30.0,
         ) {
-            let mut all: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
-            all.push(&long);
-            all.push(b"");
+            let all = with_edge_keys(&keys, &long, 0);
             let f = decode(&build(&all, bpk)).unwrap();
             for k in &all {
                 prop_assert!(f.may_contain(k));

@@ -476,11 +476,7 @@ impl RibbonFilter {
 
     /// Bits per key (`8 * bytes / keys`).
     pub fn bits_per_key(&self) -> f64 {
-        if self.keys == 0 {
-            0.0
-        } else {
-            self.memory_bytes() as f64 * 8.0 / self.keys as f64
-        }
+        super::bits_per_key_of(self.memory_bytes(), self.keys)
     }
 
     /// The false-positive rate the geometry predicts.

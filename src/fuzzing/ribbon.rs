@@ -19,20 +19,14 @@ pub const RIBBON_FIX_KEYS: u8 = 4;
 /// valid values, and the checksum is recomputed; then the block is decoded, and a decoded
 /// Ribbon filter goes through [`check_ribbon`].
 pub fn ribbon_filter(data: &[u8]) {
-    let Some((&flags, rest)) = data.split_first() else {
-        return;
-    };
-    let block = ribbon_block_from(flags, rest);
-    let _ = filter::decode_ribbon_trailer(&block);
-    match filter::decode(&block) {
-        Ok(Filter::Ribbon(f)) => check_ribbon(&f, &block),
-        Ok(f) => {
-            for k in [&b""[..], b"a", rest] {
-                let _ = f.may_contain(k);
-            }
+    super::fixed_block_target(data, ribbon_block_from, |f, block| {
+        let _ = filter::decode_ribbon_trailer(block);
+        match f {
+            Filter::Ribbon(r) => check_ribbon(r, block),
+            _ => return false,
         }
-        Err(_) => {}
-    }
+        true
+    });
 }
 
 /// The block [`ribbon_filter`] decodes (see there).

@@ -86,49 +86,29 @@ fn parse_setting(s: &str) -> Result<(Setting, FilterPolicy), CliError> {
             "bad --bits-per-key {s:?}: expected a number, monkey:NUMBER, hybrid:NUMBER or ribbon:NUMBER"
         ))
     };
-    if let Some(rest) = s.strip_prefix("hybrid:") {
+    if let Some((policy, rest)) = s.split_once(':') {
         let b: f64 = rest.parse().map_err(|_| bad())?;
-        if !(0.0..=100.0).contains(&b) {
-            return Err(bad());
-        }
-        return Ok((
-            Setting {
-                label: format!("hybrid:{b}"),
-                policy: "hybrid".into(),
-                bits_per_key: b,
-            },
-            FilterPolicy::Hybrid {
+        // Monkey's range is checked when the database opens, as before.
+        let filter_policy = match policy {
+            "monkey" => FilterPolicy::Monkey { bits_per_key: b },
+            _ if !(0.0..=100.0).contains(&b) => return Err(bad()),
+            "hybrid" => FilterPolicy::Hybrid {
                 bits_per_key: b,
                 fuse_from_level: 1,
             },
-        ));
-    }
-    if let Some(rest) = s.strip_prefix("ribbon:") {
-        let b: f64 = rest.parse().map_err(|_| bad())?;
-        if !(0.0..=100.0).contains(&b) {
-            return Err(bad());
-        }
-        return Ok((
-            Setting {
-                label: format!("ribbon:{b}"),
-                policy: "ribbon".into(),
-                bits_per_key: b,
-            },
-            FilterPolicy::RibbonHybrid {
+            "ribbon" => FilterPolicy::RibbonHybrid {
                 bits_per_key: b,
                 ribbon_from_level: 1,
             },
-        ));
-    }
-    if let Some(rest) = s.strip_prefix("monkey:") {
-        let b: f64 = rest.parse().map_err(|_| bad())?;
+            _ => return Err(bad()),
+        };
         return Ok((
             Setting {
-                label: format!("monkey:{b}"),
-                policy: "monkey".into(),
+                label: format!("{policy}:{b}"),
+                policy: policy.into(),
                 bits_per_key: b,
             },
-            FilterPolicy::Monkey { bits_per_key: b },
+            filter_policy,
         ));
     }
     let b: f64 = s.parse().map_err(|_| bad())?;
