@@ -351,6 +351,10 @@ pub struct BloomFilter {
     lines: Vec<Line>,
     probes: u32,
     keys: u64,
+    /// [`BloomFilter::predicted_fpr`], computed once when the filter is built or decoded
+    /// (as `f64` bits, so that the struct stays `Eq`): the Poisson sum costs a few hundred
+    /// `powf` calls, and `Db::stats`/`Db::levels` ask for it for every table on every call.
+    predicted_fpr_bits: u64,
 }
 
 impl BloomFilter {
@@ -359,10 +363,16 @@ impl BloomFilter {
     /// harmless. This is what a table build does; it is public for benchmarks and tools.
     pub fn build(hashes: &[u64], bits_per_key: f64) -> BloomFilter {
         let (lines, probes) = bloom::build_lines(hashes, bits_per_key.max(f64::MIN_POSITIVE));
+        BloomFilter::from_parts(lines, probes, hashes.len() as u64)
+    }
+
+    fn from_parts(lines: Vec<Line>, probes: u32, keys: u64) -> BloomFilter {
+        let fpr = predicted_fpr(lines.len() as u32, keys, probes);
         BloomFilter {
             lines,
             probes,
-            keys: hashes.len() as u64,
+            keys,
+            predicted_fpr_bits: fpr.to_bits(),
         }
     }
 
@@ -448,7 +458,7 @@ impl BloomFilter {
 
     /// The false-positive rate theory predicts for this filter's `(m, n, k)`.
     pub fn predicted_fpr(&self) -> f64 {
-        predicted_fpr(self.lines(), self.keys, self.probes)
+        f64::from_bits(self.predicted_fpr_bits)
     }
 
     /// The false-positive rate estimated from the bits themselves: the mean over lines of
@@ -980,11 +990,11 @@ pub fn decode(block: &[u8]) -> Result<Filter, FilterError> {
             detail: format!("filter over {} keys has no lines", t.keys),
         });
     }
-    Ok(Filter::Bloom(BloomFilter {
-        lines: bloom::lines_from_bytes(payload),
-        probes: u32::from(t.probes),
-        keys: t.keys,
-    }))
+    Ok(Filter::Bloom(BloomFilter::from_parts(
+        bloom::lines_from_bytes(payload),
+        u32::from(t.probes),
+        t.keys,
+    )))
 }
 
 #[cfg(test)]
@@ -1029,6 +1039,22 @@ mod tests {
         let built = BloomFilter::build(&hashes, 9.5);
         assert_eq!(built.encode(), b.finish(9.5));
         assert_eq!(decode(&built.encode()).unwrap(), Filter::Bloom(built));
+    }
+
+    #[test]
+    fn cached_predicted_fpr_is_the_formula_for_built_and_decoded_filters() {
+        for (n, bpk) in [(1u32, 10.0), (500, 9.5), (3000, 4.2), (20_000, 14.0)] {
+            let hashes: Vec<u64> = (0..n).map(|i| hash_key(&i.to_le_bytes())).collect();
+            let built = BloomFilter::build(&hashes, bpk);
+            let formula = predicted_fpr(built.lines(), built.keys(), built.probes());
+            assert!(
+                formula > 0.0 && formula < 1.0,
+                "{n} keys at {bpk}: {formula}"
+            );
+            assert_eq!(built.predicted_fpr(), formula);
+            let decoded = decode(&built.encode()).unwrap();
+            assert_eq!(decoded.predicted_fpr(), formula);
+        }
     }
 
     #[test]

@@ -12,6 +12,7 @@
 
 use super::{FileLock, FileSystem, RandomAccessFile, WritableFile};
 use parking_lot::{Mutex, RwLock};
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::io;
@@ -586,6 +587,24 @@ impl Drop for MemLock {
     }
 }
 
+/// `path.parent() == Some(dir)`, answered by comparing bytes when `path` is `dir`, one `/`
+/// and a plain name (what `dir.join(name)` gives), and by comparing components otherwise.
+/// `sync_dir` and `list` ask this of every entry, and the component comparison made a tree
+/// of a few thousand tables spend most of its time in them.
+fn in_dir(path: &Path, dir: &Path) -> bool {
+    let (p, d) = (
+        path.as_os_str().as_encoded_bytes(),
+        dir.as_os_str().as_encoded_bytes(),
+    );
+    if let Some(name) = p.strip_prefix(d).and_then(|rest| rest.strip_prefix(b"/")) {
+        let plain = !name.is_empty() && name != b"." && name != b".." && !name.contains(&b'/');
+        if plain && !d.is_empty() && !d.ends_with(b"/") && !d.ends_with(b"/.") && d != b"." {
+            return true;
+        }
+    }
+    path.parent() == Some(dir)
+}
+
 impl FileSystem for MemFs {
     fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
         self.begin(OpKind::Create, path)?;
@@ -637,7 +656,7 @@ impl FileSystem for MemFs {
         Ok(st
             .current
             .keys()
-            .filter(|p| p.parent() == Some(dir))
+            .filter(|p| in_dir(p, dir))
             .filter_map(|p| p.file_name()?.to_str().map(str::to_string))
             .collect())
     }
@@ -657,15 +676,44 @@ impl FileSystem for MemFs {
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         self.begin(OpKind::SyncDir, dir)?;
-        let mut st = self.state.lock();
-        st.durable.retain(|p, _| p.parent() != Some(dir));
-        let entries: Vec<(PathBuf, InodeRef)> = st
-            .current
-            .iter()
-            .filter(|(p, _)| p.parent() == Some(dir))
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
+        // The durable entries of `dir` become its current ones. Both maps are in the same
+        // order, so one merge finds the few entries that differ (a sync usually follows one
+        // create or rename) without re-inserting thousands of unchanged ones.
+        let mut cur = st.current.iter().filter(|(p, _)| in_dir(p, dir)).peekable();
+        let mut dur = st.durable.iter().filter(|(p, _)| in_dir(p, dir)).peekable();
+        let (mut gone, mut put) = (Vec::new(), Vec::new());
+        loop {
+            let order = match (cur.peek(), dur.peek()) {
+                (None, None) => break,
+                (Some(_), None) => Ordering::Less,
+                (None, Some(_)) => Ordering::Greater,
+                (Some((c, _)), Some((d, _))) => c.cmp(d),
+            };
+            match order {
+                Ordering::Less => put.push(cur.next()),
+                Ordering::Greater => gone.push(dur.next()),
+                Ordering::Equal => {
+                    let (c, d) = (cur.next(), dur.next());
+                    if let (Some((_, ci)), Some((_, di))) = (c, d) {
+                        if !Arc::ptr_eq(ci, di) {
+                            put.push(c);
+                        }
+                    }
+                }
+            }
+        }
+        let gone: Vec<PathBuf> = gone.into_iter().flatten().map(|(p, _)| p.clone()).collect();
+        let put: Vec<(PathBuf, InodeRef)> = put
+            .into_iter()
+            .flatten()
             .map(|(p, i)| (p.clone(), i.clone()))
             .collect();
-        st.durable.extend(entries);
+        for p in &gone {
+            st.durable.remove(p);
+        }
+        st.durable.extend(put);
         Ok(())
     }
 
@@ -712,6 +760,24 @@ mod tests {
     }
 
     #[test]
+    fn in_dir_agrees_with_comparing_components() {
+        let dirs = [
+            "/db", "/db/", "db", "/db/.", ".", "/", "", "/a//b", "/a/..", "/d",
+        ];
+        let names = ["x", "x/y", ".", "..", "", "/x", "//x", "x/", "000012.sst"];
+        for d in dirs {
+            for n in names {
+                for p in [format!("{d}/{n}"), format!("{d}{n}"), n.to_string()] {
+                    let (p, d) = (Path::new(&p), Path::new(d));
+                    assert_eq!(in_dir(p, d), p.parent() == Some(d), "{p:?} in {d:?}");
+                }
+            }
+        }
+        assert!(in_dir(Path::new("/db/000012.sst"), Path::new("/db")));
+        assert!(!in_dir(Path::new("/dbx/1.sst"), Path::new("/db")));
+    }
+
+    #[test]
     fn power_loss_keeps_only_synced_bytes_and_synced_entries() {
         let (fs, dir) = setup();
         let a = dir.join("a");
@@ -731,6 +797,39 @@ mod tests {
         // the unsynced bytes.
         let later = img.crash_image(CrashImageOptions::POWER_LOSS);
         assert_eq!(later.read_file(&a).unwrap(), b"synced");
+    }
+
+    #[test]
+    fn sync_dir_makes_exactly_the_current_entries_of_that_directory_durable() {
+        let (fs, dir) = setup();
+        let other = PathBuf::from("/other");
+        fs.create_dir_all(&other).unwrap();
+        let write = |p: &Path, bytes: &[u8]| {
+            let mut w = fs.create(p).unwrap();
+            w.append(bytes).unwrap();
+            w.sync().unwrap();
+        };
+        for name in ["a", "b", "c"] {
+            write(&dir.join(name), name.as_bytes());
+        }
+        write(&other.join("o"), b"o");
+        fs.sync_dir(&dir).unwrap();
+        fs.sync_dir(&other).unwrap();
+        // Removed, replaced by a new file, renamed, added; and a change in another directory.
+        fs.remove(&dir.join("a")).unwrap();
+        write(&dir.join("b"), b"new b");
+        fs.rename(&dir.join("c"), &dir.join("d")).unwrap();
+        write(&dir.join("e"), b"e");
+        fs.remove(&other.join("o")).unwrap();
+        fs.sync_dir(&dir).unwrap();
+        let img = fs.crash_image(CrashImageOptions::POWER_LOSS);
+        let mut names = img.list(&dir).unwrap();
+        names.sort();
+        assert_eq!(names, ["b", "d", "e"]);
+        assert_eq!(img.read_file(&dir.join("b")).unwrap(), b"new b");
+        assert_eq!(img.read_file(&dir.join("d")).unwrap(), b"c");
+        assert_eq!(img.read_file(&other.join("o")).unwrap(), b"o");
+        assert_eq!(fs.unsynced_dir_entries(), [other.join("o")]);
     }
 
     #[test]

@@ -7,7 +7,9 @@
 #![allow(dead_code)]
 
 use siltdb::{Db, WriteBatch};
+use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 pub type State = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -154,11 +156,34 @@ impl Op {
     }
 }
 
+thread_local! {
+    /// The ops of the last history asked for on this thread, generated once: the crash
+    /// harness judges hundreds of crash images of one history, and regenerating (formatting)
+    /// every op for each judgement was most of its time.
+    static MEMO: RefCell<(u64, Rc<Vec<Op>>)> = RefCell::new((0, Rc::new(Vec::new())));
+}
+
+/// At least the first `n` ops of the history with `seed` (op `i` equal to `op(seed, i)`).
+pub fn ops(seed: u64, n: u64) -> Rc<Vec<Op>> {
+    MEMO.with(|memo| {
+        let mut memo = memo.borrow_mut();
+        if memo.0 != seed {
+            *memo = (seed, Rc::new(Vec::new()));
+        }
+        if (memo.1.len() as u64) < n {
+            let list = Rc::make_mut(&mut memo.1);
+            let from = list.len() as u64;
+            list.extend((from..n).map(|i| op(seed, i)));
+        }
+        memo.1.clone()
+    })
+}
+
 /// The model after ops `0..n`.
 pub fn model(seed: u64, n: u64) -> State {
     let mut m = State::new();
-    for i in 0..n {
-        op(seed, i).apply(&mut m);
+    for o in &ops(seed, n)[..n as usize] {
+        o.apply(&mut m);
     }
     m
 }
@@ -177,6 +202,7 @@ pub enum Verdict {
 
 /// Compares `state` with the model after every prefix `0..=upto` of the history.
 pub fn judge(seed: u64, upto: u64, state: &State) -> Verdict {
+    let ops = ops(seed, upto);
     // Values name their op: "v{i}-{j}-..."; check each was really written to its key.
     for (k, v) in state {
         let s = String::from_utf8_lossy(v);
@@ -186,7 +212,7 @@ pub fn judge(seed: u64, upto: u64, state: &State) -> Verdict {
             .and_then(|n| n.parse().ok());
         let written = i.is_some_and(|i| {
             i < upto
-                && op(seed, i)
+                && ops[i as usize]
                     .effects()
                     .iter()
                     .any(|(ek, ev)| *ek == k.as_slice() && *ev == Some(v.as_slice()))
@@ -200,7 +226,7 @@ pub fn judge(seed: u64, upto: u64, state: &State) -> Verdict {
     let mut diff = state.len();
     let mut best = (diff == 0).then_some(0);
     for i in 0..upto {
-        op(seed, i).apply_tracked(&mut m, |k, m, after| {
+        ops[i as usize].apply_tracked(&mut m, |k, m, after| {
             let differs = m.get(k).map(|x| x.as_slice()) != state.get(k).map(|x| x.as_slice());
             if after {
                 diff += usize::from(differs);
@@ -227,7 +253,8 @@ pub fn read_state(db: &Db) -> siltdb::Result<State> {
 /// (`k{i}-{j}`) that only a later range remove touches, so a batch is whole iff all or none of
 /// its fresh keys that no later range remove covers are present.
 pub fn torn_batches(seed: u64, upto: u64, state: &State) -> u64 {
-    let ops: Vec<Op> = (0..upto).map(|i| op(seed, i)).collect();
+    let ops = ops(seed, upto);
+    let ops = &ops[..upto as usize];
     let ranges: Vec<(usize, &[u8], &[u8])> = ops
         .iter()
         .enumerate()
