@@ -30,9 +30,10 @@
 //! solution from the last slot down, one 128-bit window per column. Builds are deterministic.
 //!
 //! Scratch memory: the caller's hashes are bucket-sorted through a second buffer of 8 bytes
-//! per key; the band holds a 16-byte coefficient row and a 4-byte result per slot (the
-//! solution itself is `bits_per_key / 8` bytes per key): about `8 + 20 * 1.04 ≈ 29` bytes per
-//! key beyond the hashes, freed when the build returns.
+//! per key; the band holds a 16-byte coefficient row and a result row per slot (1 byte up to
+//! 8 columns, 2 up to 16, else 4; the solution itself is `bits_per_key / 8` bytes per key):
+//! at 7 bits per key about `8 + 17 * 1.04 ≈ 26` bytes per key beyond the hashes (up to
+//! `8 + 20 * 1.08 ≈ 30` for wide or very large filters), freed when the build returns.
 
 /// Most seeds a build tries before it gives up.
 pub const MAX_ATTEMPTS: u32 = 8;
@@ -185,16 +186,16 @@ fn parity(x: u128) -> u32 {
 }
 
 /// The parity of a 128-bit word without POPCNT (not in the baseline x86-64 target): fold to
-/// 4 bits, then look the nibble's parity up in 0x6996.
+/// 64 bits, then sum the bits of each nibble into its low bit and add the 16 nibbles with one
+/// multiply (the top nibble of the product collects them all).
 #[inline(always)]
 #[cfg(not(target_feature = "popcnt"))]
 fn parity(x: u128) -> u32 {
+    const NIBBLES: u64 = 0x1111_1111_1111_1111;
     let mut y = (x as u64) ^ ((x >> 64) as u64);
-    y ^= y >> 32;
-    y ^= y >> 16;
-    y ^= y >> 8;
-    y ^= y >> 4;
-    (0x6996u32 >> (y & 0xf)) & 1
+    y ^= y >> 1;
+    y ^= y >> 2;
+    (((y & NIBBLES).wrapping_mul(NIBBLES)) >> 60) as u32 & 1
 }
 
 impl Ribbon {
@@ -281,11 +282,45 @@ fn mask(cols: u32) -> u32 {
 /// geometry fits or no seed of [`MAX_ATTEMPTS`] solves (two distinct keys can collide in
 /// all 64 hash bits only as duplicates, which are harmless, so failures are rare).
 pub(crate) fn build(hashes: &[u64], bits_per_key: f64) -> Option<Ribbon> {
+    let geometry = Geometry::for_keys(hashes.len() as u64, bits_per_key)?;
+    // Result rows as narrow as the widest block's columns allow: at 7 bits per key a byte per
+    // slot instead of four (a quarter of the build's scratch memory at 10M keys).
+    match geometry.columns + 1 {
+        0..=8 => build_with::<u8>(hashes, geometry),
+        9..=16 => build_with::<u16>(hashes, geometry),
+        _ => build_with::<u32>(hashes, geometry),
+    }
+}
+
+/// A result row of the banding: the result bits of one slot's equation.
+trait ResultRow: Copy + Default + Eq + std::ops::BitXorAssign + Into<u32> {
+    /// The low bits of `r` (the geometry guarantees the rest are not stored).
+    fn low_bits(r: u32) -> Self;
+}
+
+impl ResultRow for u8 {
+    fn low_bits(r: u32) -> Self {
+        r as u8
+    }
+}
+
+impl ResultRow for u16 {
+    fn low_bits(r: u32) -> Self {
+        r as u16
+    }
+}
+
+impl ResultRow for u32 {
+    fn low_bits(r: u32) -> Self {
+        r
+    }
+}
+
+fn build_with<R: ResultRow>(hashes: &[u64], geometry: Geometry) -> Option<Ribbon> {
     let keys = hashes.len() as u64;
-    let geometry = Geometry::for_keys(keys, bits_per_key)?;
     let slots = geometry.slots() as usize;
     let mut coeffs: Vec<u128> = Vec::new();
-    let mut results: Vec<u32> = Vec::new();
+    let mut results: Vec<R> = Vec::new();
     let mut sorted: Vec<u64> = Vec::new();
     let attempts = if crate::sabotage::planted(crate::sabotage::Bug::RibbonBuildFails) {
         0
@@ -297,10 +332,14 @@ pub(crate) fn build(hashes: &[u64], bits_per_key: f64) -> Option<Ribbon> {
         #[cfg(test)]
         ATTEMPTS.with(|a| a.set(attempt + 1));
         bucket_sort(hashes, &mut sorted, seed, &geometry);
-        coeffs.clear();
-        coeffs.resize(slots, 0);
-        results.clear();
-        results.resize(slots, 0);
+        if attempt == 0 {
+            // Fresh zeroed memory (no pass writing zeros over it).
+            coeffs = vec![0; slots];
+            results = vec![R::default(); slots];
+        } else {
+            coeffs.fill(0);
+            results.fill(R::default());
+        }
         if band(&sorted, seed, &geometry, &mut coeffs, &mut results) {
             let words = back_substitute(&geometry, &coeffs, &results);
             return Some(Ribbon {
@@ -319,25 +358,64 @@ thread_local! {
     pub(crate) static ATTEMPTS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
-/// Sorts the hashes by the block their start falls in (counting sort) into `out`.
+/// log2 of the blocks above which [`bucket_sort`] sorts in two passes (1,024 blocks, about
+/// 120,000 keys: larger than the tables a default tree writes).
+const ONE_PASS_BLOCKS_LOG2: u32 = 10;
+
+/// Sorts the hashes by the block their start falls in (counting sort) into `out`. Past
+/// 2^[`ONE_PASS_BLOCKS_LOG2`] blocks, one scatter would write to as many places at once as there
+/// are blocks (a cache miss per key over the whole output); the sort then first scatters by
+/// group of blocks (at most 1,024 groups, so the writes stay in cache) and then
+/// sorts each group, which fits in cache, by block.
 fn bucket_sort(hashes: &[u64], out: &mut Vec<u64>, seed: u32, g: &Geometry) {
     let blocks = g.blocks as usize;
     let starts = g.starts();
     let block_of = |h: u64| equation_start(h, seed, starts) >> 7;
-    let mut counts = vec![0u32; blocks + 1];
-    for &h in hashes {
-        counts[block_of(h) + 1] += 1;
+    let shift =
+        (usize::BITS - (blocks.max(1) - 1).leading_zeros()).saturating_sub(ONE_PASS_BLOCKS_LOG2);
+    if out.len() != hashes.len() {
+        *out = vec![0; hashes.len()];
     }
-    for i in 1..counts.len() {
-        counts[i] += counts[i - 1];
+    let groups = counting_scatter(hashes, out, (blocks >> shift) + 1, |h| block_of(h) >> shift);
+    if shift == 0 {
+        return;
     }
-    out.clear();
-    out.resize(hashes.len(), 0);
-    for &h in hashes {
-        let b = block_of(h);
-        out[counts[b] as usize] = h;
-        counts[b] += 1;
+    let mut scratch: Vec<u64> = Vec::new();
+    let mut from = 0;
+    for end in groups {
+        let group = &mut out[from..end as usize];
+        if group.len() > 1 {
+            scratch.clear();
+            scratch.extend_from_slice(group);
+            let first = block_of(group[0]) >> shift << shift;
+            counting_scatter(&scratch, group, 1 << shift, |h| block_of(h) - first);
+        }
+        from = end as usize;
     }
+}
+
+/// Writes `items` into `out` in order of `bucket` (a stable counting sort over `buckets`
+/// buckets); returns each bucket's end in `out`.
+fn counting_scatter(
+    items: &[u64],
+    out: &mut [u64],
+    buckets: usize,
+    bucket: impl Fn(u64) -> usize,
+) -> Vec<u32> {
+    let mut next = vec![0u32; buckets + 1];
+    for &h in items {
+        next[bucket(h) + 1] += 1;
+    }
+    for i in 1..next.len() {
+        next[i] += next[i - 1];
+    }
+    for &h in items {
+        let b = bucket(h);
+        out[next[b] as usize] = h;
+        next[b] += 1;
+    }
+    next.truncate(buckets);
+    next
 }
 
 #[inline(always)]
@@ -347,10 +425,20 @@ fn equation_start(hash: u64, seed: u32, starts: u64) -> usize {
 }
 
 /// Adds every equation; false if one contradicts the others.
-fn band(sorted: &[u64], seed: u32, g: &Geometry, coeffs: &mut [u128], results: &mut [u32]) -> bool {
+fn band<R: ResultRow>(
+    sorted: &[u64],
+    seed: u32,
+    g: &Geometry,
+    coeffs: &mut [u128],
+    results: &mut [R],
+) -> bool {
     let starts = g.starts();
+    // Only the columns the widest block stores: the rest of a key's result bits are never
+    // checked, and keeping them would not fit a narrow row.
+    let keep = mask(g.columns + 1);
     for &h in sorted {
-        let (start, mut c, mut r) = equation(h, seed, starts);
+        let (start, mut c, r) = equation(h, seed, starts);
+        let mut r = R::low_bits(r & keep);
         let mut i = start;
         loop {
             // Every stored row's highest bit is at most its key's start + 127 < slots, and
@@ -366,7 +454,7 @@ fn band(sorted: &[u64], seed: u32, g: &Geometry, coeffs: &mut [u128], results: &
             c ^= row;
             r ^= results[i];
             if c == 0 {
-                if r != 0 {
+                if r != R::default() {
                     return false;
                 }
                 break;
@@ -380,7 +468,7 @@ fn band(sorted: &[u64], seed: u32, g: &Geometry, coeffs: &mut [u128], results: &
 }
 
 /// Solves the banded system from the last slot down into interleaved column words.
-fn back_substitute(g: &Geometry, coeffs: &[u128], results: &[u32]) -> Box<[u128]> {
+fn back_substitute<R: ResultRow>(g: &Geometry, coeffs: &[u128], results: &[R]) -> Box<[u128]> {
     let mut words = vec![0u128; g.words() as usize].into_boxed_slice();
     let max_cols = (g.columns + 1) as usize;
     // state[c] bit k = S[i + k][c] for the slot i being solved.
@@ -390,7 +478,7 @@ fn back_substitute(g: &Geometry, coeffs: &[u128], results: &[u32]) -> Box<[u128]
         let base = b as usize * 128;
         for i in (base..base + 128).rev() {
             let row = coeffs[i];
-            let r = results[i];
+            let r: u32 = results[i].into();
             for (c, s) in state.iter_mut().enumerate().take(cols) {
                 let shifted = *s << 1;
                 let bit = if row == 0 {
@@ -646,6 +734,46 @@ pub(crate) fn decode(block: &[u8]) -> Result<super::Filter, super::FilterError> 
 mod tests {
     use super::*;
     use crate::filter::fuse::fmix64;
+
+    #[test]
+    fn bucket_sort_is_a_stable_sort_by_block_in_one_pass_and_in_two() {
+        // 500 blocks sort in one pass; 300,000 keys (about 2,500 blocks) in two.
+        for n in [60_000u64, 300_000] {
+            let hs = hashes(n, 11);
+            let g = Geometry::for_keys(n, 7.0).unwrap();
+            let block = |h: u64| equation_start(h, 5, g.starts()) >> 7;
+            let mut want = hs.clone();
+            want.sort_by_key(|&h| block(h));
+            let mut got = Vec::new();
+            bucket_sort(&hs, &mut got, 5, &g);
+            assert_eq!(got, want, "{n} keys, {} blocks", g.blocks);
+            let f = RibbonFilter::build(&hs, 7.0).unwrap();
+            assert!(hs.iter().all(|&h| f.may_contain_hash(h)));
+        }
+    }
+
+    #[test]
+    fn parity_is_the_bit_count_mod_two() {
+        let mut x = 0x0123_4567_89ab_cdef_u128;
+        for i in 0..10_000u32 {
+            x = x
+                .wrapping_mul(0x2360_ed05_1fc6_5da4_4385_df64_9fcc_f645)
+                .wrapping_add(1);
+            let y = x >> (i % 128);
+            assert_eq!(parity(y), y.count_ones() & 1, "{y:#x}");
+        }
+        for y in [
+            0,
+            1,
+            u128::MAX,
+            u128::MAX >> 1,
+            u128::from(u64::MAX),
+            1 << 127,
+            0x1111,
+        ] {
+            assert_eq!(parity(y), y.count_ones() & 1, "{y:#x}");
+        }
+    }
 
     fn hashes(n: u64, salt: u64) -> Vec<u64> {
         (0..n)
