@@ -19,15 +19,19 @@ pub fn options(fs: &MemFs) -> Options {
         .block_size(1024)
 }
 
-pub fn expected() -> BTreeMap<Vec<u8>, Vec<u8>> {
-    (0..650u32)
-        .map(|i| {
-            (
-                format!("key{i:05}").into_bytes(),
-                format!("value-{i}-{}", "x".repeat((i % 13) as usize)).into_bytes(),
-            )
-        })
-        .collect()
+pub fn expected() -> &'static BTreeMap<Vec<u8>, Vec<u8>> {
+    // Built once: every damaged copy is judged against it (thousands per run).
+    static EXPECTED: std::sync::OnceLock<BTreeMap<Vec<u8>, Vec<u8>>> = std::sync::OnceLock::new();
+    EXPECTED.get_or_init(|| {
+        (0..650u32)
+            .map(|i| {
+                (
+                    format!("key{i:05}").into_bytes(),
+                    format!("value-{i}-{}", "x".repeat((i % 13) as usize)).into_bytes(),
+                )
+            })
+            .collect()
+    })
 }
 
 /// Two flushed tables (the second with a range tombstone over keys of the first, which are
@@ -36,7 +40,7 @@ pub fn expected() -> BTreeMap<Vec<u8>, Vec<u8>> {
 pub fn base() -> MemFs {
     let fs = MemFs::new();
     let db = Db::open_with(DIR, options(&fs)).unwrap();
-    let all: Vec<_> = expected().into_iter().collect();
+    let all: Vec<_> = expected().iter().collect();
     for (k, v) in &all[..300] {
         db.insert(k, v).unwrap();
     }
@@ -208,7 +212,7 @@ pub fn judge_with(img: &MemFs, torn_is_detection: bool) -> Outcome {
         let mut error = torn_is_detection && db.stats().wal_torn_tails > 0;
         let mut wrong = false;
         let mut missing = Vec::new();
-        for (k, v) in &expect {
+        for (k, v) in expect {
             match db.get(k) {
                 Ok(Some(got)) if &got == v => {}
                 Ok(None) => missing.push(k.clone()),
