@@ -41,6 +41,7 @@ pub(crate) mod scalable;
 use crate::record::mask_crc;
 use bloom::Line;
 use std::fmt;
+use std::sync::OnceLock;
 
 /// Length of the filter trailer.
 pub const TRAILER_LEN: usize = 28;
@@ -346,16 +347,27 @@ impl fmt::Debug for Filter {
 }
 
 /// A blocked Bloom filter in memory: 64-byte aligned lines.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct BloomFilter {
     lines: Vec<Line>,
     probes: u32,
     keys: u64,
-    /// [`BloomFilter::predicted_fpr`], computed once when the filter is built or decoded
-    /// (as `f64` bits, so that the struct stays `Eq`): the Poisson sum costs a few hundred
-    /// `powf` calls, and `Db::stats`/`Db::levels` ask for it for every table on every call.
-    predicted_fpr_bits: u64,
+    /// [`BloomFilter::predicted_fpr`] (as `f64` bits), computed the first time it is asked
+    /// for: the Poisson sum costs a few hundred `powf` calls, and `Db::stats`/`Db::levels` ask
+    /// for it for every table on every call. Not computed when a filter is decoded, so that a
+    /// table open does not pay for it.
+    predicted_fpr_bits: OnceLock<u64>,
 }
+
+/// Filters are equal when their lines, probes and keys are (the cached rate follows from
+/// those).
+impl PartialEq for BloomFilter {
+    fn eq(&self, other: &Self) -> bool {
+        self.lines == other.lines && self.probes == other.probes && self.keys == other.keys
+    }
+}
+
+impl Eq for BloomFilter {}
 
 impl BloomFilter {
     /// Builds a filter over keys given by their [`hash_key`] hashes, at `bits_per_key`
@@ -367,12 +379,11 @@ impl BloomFilter {
     }
 
     fn from_parts(lines: Vec<Line>, probes: u32, keys: u64) -> BloomFilter {
-        let fpr = predicted_fpr(lines.len() as u32, keys, probes);
         BloomFilter {
             lines,
             probes,
             keys,
-            predicted_fpr_bits: fpr.to_bits(),
+            predicted_fpr_bits: OnceLock::new(),
         }
     }
 
@@ -458,7 +469,11 @@ impl BloomFilter {
 
     /// The false-positive rate theory predicts for this filter's `(m, n, k)`.
     pub fn predicted_fpr(&self) -> f64 {
-        f64::from_bits(self.predicted_fpr_bits)
+        f64::from_bits(
+            *self
+                .predicted_fpr_bits
+                .get_or_init(|| predicted_fpr(self.lines(), self.keys, self.probes).to_bits()),
+        )
     }
 
     /// The false-positive rate estimated from the bits themselves: the mean over lines of
@@ -1042,7 +1057,7 @@ mod tests {
     }
 
     #[test]
-    fn cached_predicted_fpr_is_the_formula_for_built_and_decoded_filters() {
+    fn cached_predicted_fpr_is_the_formula_and_equality_ignores_the_cache() {
         for (n, bpk) in [(1u32, 10.0), (500, 9.5), (3000, 4.2), (20_000, 14.0)] {
             let hashes: Vec<u64> = (0..n).map(|i| hash_key(&i.to_le_bytes())).collect();
             let built = BloomFilter::build(&hashes, bpk);
@@ -1053,7 +1068,10 @@ mod tests {
             );
             assert_eq!(built.predicted_fpr(), formula);
             let decoded = decode(&built.encode()).unwrap();
+            // Equal before and after the decoded copy caches its rate.
+            assert_eq!(decoded, Filter::Bloom(built.clone()));
             assert_eq!(decoded.predicted_fpr(), formula);
+            assert_eq!(decoded, Filter::Bloom(built.clone()));
         }
     }
 

@@ -33,7 +33,7 @@
 //! per key; the band holds a 16-byte coefficient row and a result row per slot (1 byte up to
 //! 8 columns, 2 up to 16, else 4; the solution itself is `bits_per_key / 8` bytes per key):
 //! at 7 bits per key about `8 + 17 * 1.04 ≈ 26` bytes per key beyond the hashes (up to
-//! `8 + 20 * 1.08 ≈ 30` for wide or very large filters), freed when the build returns.
+//! `8 + 20 * 1.13 ≈ 31` for wide filters near the largest key count), freed when the build returns.
 
 /// Most seeds a build tries before it gives up.
 pub const MAX_ATTEMPTS: u32 = 8;
@@ -284,8 +284,8 @@ fn mask(cols: u32) -> u32 {
 pub(crate) fn build(hashes: &[u64], bits_per_key: f64) -> Option<Ribbon> {
     let geometry = Geometry::for_keys(hashes.len() as u64, bits_per_key)?;
     // Result rows as narrow as the widest block's columns allow: at 7 bits per key a byte per
-    // slot instead of four (a quarter of the build's scratch memory at 10M keys).
-    match geometry.columns + 1 {
+    // slot instead of four (3 of the build's ~29 bytes of scratch per key).
+    match geometry.columns_of(geometry.blocks - 1) {
         0..=8 => build_with::<u8>(hashes, geometry),
         9..=16 => build_with::<u16>(hashes, geometry),
         _ => build_with::<u32>(hashes, geometry),
@@ -362,11 +362,11 @@ thread_local! {
 /// 120,000 keys: larger than the tables a default tree writes).
 const ONE_PASS_BLOCKS_LOG2: u32 = 10;
 
-/// Sorts the hashes by the block their start falls in (counting sort) into `out`. Past
-/// 2^[`ONE_PASS_BLOCKS_LOG2`] blocks, one scatter would write to as many places at once as there
-/// are blocks (a cache miss per key over the whole output); the sort then first scatters by
-/// group of blocks (at most 1,024 groups, so the writes stay in cache) and then
-/// sorts each group, which fits in cache, by block.
+/// Sorts the hashes by the block their start falls in (a stable counting sort) into `out`.
+/// Past 2^[`ONE_PASS_BLOCKS_LOG2`] blocks, one scatter would write to as many places at once
+/// as there are blocks (a cache miss per key over the whole output); the sort then first
+/// scatters by group of blocks (at most 1,024 groups, so the writes stay in cache) and then
+/// sorts each group by block (a group of a few MB at most; a few hundred KB for 10M keys).
 fn bucket_sort(hashes: &[u64], out: &mut Vec<u64>, seed: u32, g: &Geometry) {
     let blocks = g.blocks as usize;
     let starts = g.starts();
@@ -376,7 +376,9 @@ fn bucket_sort(hashes: &[u64], out: &mut Vec<u64>, seed: u32, g: &Geometry) {
     if out.len() != hashes.len() {
         *out = vec![0; hashes.len()];
     }
-    let groups = counting_scatter(hashes, out, (blocks >> shift) + 1, |h| block_of(h) >> shift);
+    let groups = counting_scatter(hashes, out, ((blocks - 1) >> shift) + 1, |h| {
+        block_of(h) >> shift
+    });
     if shift == 0 {
         return;
     }
@@ -433,9 +435,9 @@ fn band<R: ResultRow>(
     results: &mut [R],
 ) -> bool {
     let starts = g.starts();
-    // Only the columns the widest block stores: the rest of a key's result bits are never
-    // checked, and keeping them would not fit a narrow row.
-    let keep = mask(g.columns + 1);
+    // Only the columns the widest (last) block stores: the rest of a key's result bits are
+    // never checked, and keeping them would not fit a narrow row.
+    let keep = mask(g.columns_of(g.blocks - 1));
     for &h in sorted {
         let (start, mut c, r) = equation(h, seed, starts);
         let mut r = R::low_bits(r & keep);
