@@ -59,8 +59,19 @@ fn hilo(a: u64, k: u64) -> u64 {
 /// One key's equation under a seed: start slot, coefficient row, result bits.
 #[inline(always)]
 pub(crate) fn equation(hash: u64, seed: u32, starts: u64) -> (usize, u128, u32) {
-    // The key hash is xxh3-64, already well mixed: the seed only has to move it.
-    let m = hash ^ u64::from(seed).wrapping_mul(SEED_STEP);
+    equation_mixed(hash ^ seed_mix(seed), starts)
+}
+
+/// What a seed XORs into every key hash. The key hash is xxh3-64, already well mixed: the
+/// seed only has to move it.
+#[inline(always)]
+fn seed_mix(seed: u32) -> u64 {
+    u64::from(seed).wrapping_mul(SEED_STEP)
+}
+
+/// [`equation`] for a hash with the seed already mixed in.
+#[inline(always)]
+fn equation_mixed(m: u64, starts: u64) -> (usize, u128, u32) {
     let start = ((u128::from(m) * u128::from(starts)) >> 64) as usize;
     let coeff = (u128::from(hilo(m, K1)) << 64) | u128::from(hilo(m, K2)) | 1;
     (start, coeff, m as u32)
@@ -176,6 +187,21 @@ pub(crate) struct Ribbon {
     pub(crate) seed: u32,
     /// The solution words, block by block.
     pub(crate) words: Box<[u128]>,
+    /// `seed_mix(seed)` and `geometry.starts()`, kept so that a probe does not recompute them.
+    mix: u64,
+    starts: u64,
+}
+
+impl Ribbon {
+    fn new(geometry: Geometry, seed: u32, words: Box<[u128]>) -> Ribbon {
+        Ribbon {
+            geometry,
+            seed,
+            words,
+            mix: seed_mix(seed),
+            starts: geometry.starts(),
+        }
+    }
 }
 
 /// The parity of a 128-bit word, where the target has a POPCNT instruction.
@@ -198,32 +224,49 @@ fn parity(x: u128) -> u32 {
     (((y & NIBBLES).wrapping_mul(NIBBLES)) >> 60) as u32 & 1
 }
 
+/// The parities of two 128-bit words as bits 0 and 1: each folded to 32 bits, side by side
+/// in one word, nibble sums, and one multiply by eight nibble ones, which collects the first
+/// word's sum in nibble 7 and the second's in nibble 15 (no nibble sum exceeds 8, so nothing
+/// carries between them).
+#[inline(always)]
+fn parity_pair(a: u128, b: u128) -> u32 {
+    let fold = |x: u128| {
+        let y = (x as u64) ^ ((x >> 64) as u64);
+        (y ^ (y >> 32)) & 0xffff_ffff
+    };
+    let mut y = fold(a) | (fold(b) << 32);
+    y ^= y >> 1;
+    y ^= y >> 2;
+    let sums = (y & 0x1111_1111_1111_1111).wrapping_mul(0x1111_1111);
+    ((sums >> 28) & 1 | (sums >> 59) & 2) as u32
+}
+
 impl Ribbon {
     /// True if the key with this hash may be present.
     #[inline]
     pub(crate) fn may_contain(&self, hash: u64) -> bool {
         let g = &self.geometry;
-        let (start, coeff, result) = equation(hash, self.seed, g.starts());
+        let (start, coeff, result) = equation_mixed(hash ^ self.mix, self.starts);
         let cols = g.columns_of((start >> 7) as u32);
         let (lo, hi, c_lo, c_hi) = match self.window(start, coeff, cols as usize) {
             Some(w) => w,
             None => return true,
         };
-        // The first FIRST columns without a branch between them (an absent key passes them
-        // all with probability 2^-FIRST, so the one exit branch rarely mispredicts), then
-        // the rest, which only keys that may be present and 2^-FIRST of the others reach.
-        const FIRST: usize = 2;
         let want = result & mask(cols);
-        let (head, tail) = lo.split_at(lo.len().min(FIRST));
-        let mut got = 0u32;
-        for (c, (&l, &h)) in head.iter().zip(hi).enumerate() {
+        // The first two columns without a branch between them, their parities from one
+        // multiply (an absent key passes both with probability 1/4, so the one exit branch
+        // rarely mispredicts), then the rest, which only keys that may be present and a
+        // quarter of the others reach.
+        let (mut got, mut from) = (0u32, 0);
+        if let ([l0, l1, ..], [h0, h1, ..]) = (lo, hi) {
+            got = parity_pair((l0 & c_lo) ^ (h0 & c_hi), (l1 & c_lo) ^ (h1 & c_hi));
+            if got != want & 3 {
+                return false;
+            }
+            from = 2;
+        }
+        for (c, (&l, &h)) in lo.iter().zip(hi).enumerate().skip(from) {
             got |= parity((l & c_lo) ^ (h & c_hi)) << c;
-        }
-        if got != want & mask(head.len() as u32) {
-            return false;
-        }
-        for (c, (&l, &h)) in tail.iter().zip(&hi[head.len()..]).enumerate() {
-            got |= parity((l & c_lo) ^ (h & c_hi)) << (c + head.len());
         }
         got == want
     }
@@ -245,7 +288,9 @@ impl Ribbon {
         let b = (start >> 7) as u32;
         let o = (start & 127) as u32;
         let at = g.word_of(b);
-        let next = if o == 0 { at } else { g.word_of(b + 1) };
+        // Block b + 1's words follow block b's `n` (its column count).
+        debug_assert_eq!(n, g.columns_of(b) as usize);
+        let next = if o == 0 { at } else { at + n };
         let lo = self.words.get(at..at + n)?;
         let hi = self.words.get(next..next + n)?;
         Some((lo, hi, coeff << o, coeff.checked_shr(128 - o).unwrap_or(0)))
@@ -342,11 +387,7 @@ fn build_with<R: ResultRow>(hashes: &[u64], geometry: Geometry) -> Option<Ribbon
         }
         if band(&sorted, seed, &geometry, &mut coeffs, &mut results) {
             let words = back_substitute(&geometry, &coeffs, &results);
-            return Some(Ribbon {
-                geometry,
-                seed,
-                words,
-            });
+            return Some(Ribbon::new(geometry, seed, words));
         }
     }
     None
@@ -723,11 +764,7 @@ pub(crate) fn decode(block: &[u8]) -> Result<super::Filter, super::FilterError> 
         .map(|c| u128::from_le_bytes(c.try_into().unwrap_or([0; 16])))
         .collect();
     Ok(Filter::Ribbon(RibbonFilter {
-        ribbon: Ribbon {
-            geometry,
-            seed: t.seed,
-            words,
-        },
+        ribbon: Ribbon::new(geometry, t.seed, words),
         keys: u64::from(t.keys),
     }))
 }
@@ -755,7 +792,7 @@ mod tests {
     }
 
     #[test]
-    fn parity_is_the_bit_count_mod_two() {
+    fn parities_are_the_bit_counts_mod_two() {
         let mut x = 0x0123_4567_89ab_cdef_u128;
         for i in 0..10_000u32 {
             x = x
