@@ -72,7 +72,7 @@ fn seed_mix(seed: u32) -> u64 {
 /// [`equation`] for a hash with the seed already mixed in.
 #[inline(always)]
 fn equation_mixed(m: u64, starts: u64) -> (usize, u128, u32) {
-    let start = ((u128::from(m) * u128::from(starts)) >> 64) as usize;
+    let start = start_of(m, starts);
     let coeff = (u128::from(hilo(m, K1)) << 64) | u128::from(hilo(m, K2)) | 1;
     (start, coeff, m as u32)
 }
@@ -300,7 +300,7 @@ impl Ribbon {
     /// whether the stored solution gives that bit.
     pub(crate) fn explain(&self, hash: u64) -> (u64, u128, u32, Vec<bool>) {
         let g = &self.geometry;
-        let (start, coeff, result) = equation(hash, self.seed, g.starts());
+        let (start, coeff, result) = equation_mixed(hash ^ self.mix, self.starts);
         let cols = g.columns_of((start >> 7) as u32);
         let bits = match self.window(start, coeff, cols as usize) {
             Some((lo, hi, c_lo, c_hi)) => lo
@@ -463,7 +463,12 @@ fn counting_scatter(
 
 #[inline(always)]
 fn equation_start(hash: u64, seed: u32, starts: u64) -> usize {
-    let m = hash ^ u64::from(seed).wrapping_mul(SEED_STEP);
+    start_of(hash ^ seed_mix(seed), starts)
+}
+
+/// The start slot of a hash with the seed mixed in: `m` scaled to `0..starts`.
+#[inline(always)]
+fn start_of(m: u64, starts: u64) -> usize {
     ((u128::from(m) * u128::from(starts)) >> 64) as usize
 }
 

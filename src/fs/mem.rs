@@ -692,22 +692,20 @@ impl FileSystem for MemFs {
                 (Some((c, _)), Some((d, _))) => c.cmp(d),
             };
             match order {
-                Ordering::Less => put.push(cur.next()),
-                Ordering::Greater => gone.push(dur.next()),
+                Ordering::Less => put.extend(cur.next()),
+                Ordering::Greater => gone.extend(dur.next()),
                 Ordering::Equal => {
-                    let (c, d) = (cur.next(), dur.next());
-                    if let (Some((_, ci)), Some((_, di))) = (c, d) {
-                        if !Arc::ptr_eq(ci, di) {
+                    if let (Some(c), Some((_, di))) = (cur.next(), dur.next()) {
+                        if !Arc::ptr_eq(c.1, di) {
                             put.push(c);
                         }
                     }
                 }
             }
         }
-        let gone: Vec<PathBuf> = gone.into_iter().flatten().map(|(p, _)| p.clone()).collect();
+        let gone: Vec<PathBuf> = gone.into_iter().map(|(p, _)| p.clone()).collect();
         let put: Vec<(PathBuf, InodeRef)> = put
             .into_iter()
-            .flatten()
             .map(|(p, i)| (p.clone(), i.clone()))
             .collect();
         for p in &gone {
