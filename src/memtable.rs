@@ -18,7 +18,7 @@ use crate::filter::scalable::ScalableBloom;
 use crate::key::{self, InternalKey, KeyRef, KeyView, SeqNo, ValueKind};
 use crate::range_del::{Fragments, RangeTombstone};
 use arc_swap::ArcSwap;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use crossbeam_skiplist::SkipMap;
 use parking_lot::Mutex;
 use std::ops::Bound;
@@ -27,6 +27,10 @@ use std::sync::Arc;
 
 /// Approximate bytes of skiplist bookkeeping per entry.
 const ENTRY_OVERHEAD: usize = 64;
+
+/// Bytes of one chunk of a memtable's batch arena (see [`Memtable::hold`]): under glibc's
+/// mmap threshold, so a chunk is a heap allocation, not a system call.
+const ARENA_CHUNK: usize = 64 << 10;
 
 /// What the memtable knows about a key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,6 +57,8 @@ pub(crate) struct Memtable {
     range_dels: ArcSwap<MemRangeDels>,
     range_writer: Mutex<()>,
     has_range_dels: AtomicBool,
+    /// The chunk the write path copies batch encodings into ([`Memtable::hold`]).
+    arena: Mutex<BytesMut>,
 }
 
 /// A memtable's range tombstones: fragments built so far, and the tombstones written since
@@ -161,7 +167,27 @@ impl Memtable {
             range_dels: ArcSwap::from_pointee(MemRangeDels::default()),
             range_writer: Mutex::new(()),
             has_range_dels: AtomicBool::new(false),
+            arena: Mutex::new(BytesMut::new()),
         }
+    }
+
+    /// A copy of a batch's encoding that the memtable's entries can slice: small encodings
+    /// are packed into shared 64 KiB chunks, so a write costs no allocation of its own and
+    /// the memory goes back to the allocator a chunk at a time when the memtable (flushed,
+    /// in the flush thread) and its readers let go of it, not one allocation per write from
+    /// another thread than the one that made it (which with glibc's per-thread arenas makes
+    /// the writer and the flush thread contend on the writer's arena lock). An encoding
+    /// larger than a quarter chunk keeps its own allocation.
+    pub(crate) fn hold(&self, encoded: Vec<u8>) -> Bytes {
+        if encoded.len() > ARENA_CHUNK / 4 {
+            return Bytes::from(encoded);
+        }
+        let mut chunk = self.arena.lock();
+        if chunk.capacity() - chunk.len() < encoded.len() {
+            *chunk = BytesMut::with_capacity(ARENA_CHUNK);
+        }
+        chunk.extend_from_slice(&encoded);
+        chunk.split().freeze()
     }
 
     /// Number of the WAL whose records this memtable holds.
@@ -311,6 +337,32 @@ mod tests {
 
     fn b(s: &str) -> Bytes {
         Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    #[test]
+    fn held_encodings_are_exact_and_small_ones_are_packed_into_shared_chunks() {
+        let m = Memtable::new(1);
+        let want = |i: usize| vec![i as u8; 100 + i % 7];
+        let held: Vec<Bytes> = (0..2000).map(|i| m.hold(want(i))).collect();
+        for (i, h) in held.iter().enumerate() {
+            assert_eq!(h[..], want(i)[..], "encoding {i}");
+        }
+        // Packed one after another (2000 of ~103 bytes span several chunks).
+        let adjacent = held
+            .windows(2)
+            .filter(|w| w[0].as_ptr() as usize + w[0].len() == w[1].as_ptr() as usize)
+            .count();
+        let chunks = 2000 * 103 / ARENA_CHUNK + 1;
+        assert!(adjacent >= 1999 - chunks, "{adjacent} adjacent");
+        // A large encoding keeps its own allocation: no copy.
+        let big = vec![7u8; ARENA_CHUNK / 4 + 1];
+        let at = big.as_ptr();
+        let held_big = m.hold(big);
+        assert_eq!(held_big.as_ptr(), at);
+        assert_eq!(held_big.len(), ARENA_CHUNK / 4 + 1);
+        // The chunks outlive the memtable for as long as entries are held.
+        drop(m);
+        assert_eq!(held[1999][..], want(1999)[..]);
     }
 
     #[test]

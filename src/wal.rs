@@ -82,24 +82,38 @@ pub(crate) struct Op<K> {
 
 /// Decodes the ops of `count` operations; `None` if the bytes are malformed.
 pub(crate) fn decode_ops(ops: &[u8], count: u32) -> Option<Vec<Op<&[u8]>>> {
-    let mut r = Reader::new(ops);
     let mut out = Vec::with_capacity((count as usize).min(ops.len()));
+    walk_ops(ops, count, |op| out.push(op)).then_some(out)
+}
+
+/// Calls `f` with each of the `count` operations encoded in `ops`, in order; false if the
+/// bytes are malformed (after calling `f` for the well-formed ones before the fault: check a
+/// batch with a no-op `f` first where nothing may be applied from a malformed one).
+pub(crate) fn walk_ops<'a>(ops: &'a [u8], count: u32, mut f: impl FnMut(Op<&'a [u8]>)) -> bool {
+    let mut r = Reader::new(ops);
     for _ in 0..count {
-        let kind = OpKind::from_u8(r.u8()?)?;
-        let key = r.length_prefixed()?;
-        let value = if kind.has_value() {
-            r.length_prefixed()?
-        } else {
-            &[][..]
+        let Some(op) = next_op(&mut r) else {
+            return false;
         };
-        // A range's bounds are at most a key and one byte (no writer makes longer ones).
-        let ranged = matches!(kind, OpKind::RangeDelete | OpKind::RangeDeleteToEnd);
-        if ranged && (key.len() > MAX_BOUND_LEN || value.len() > MAX_BOUND_LEN) {
-            return None;
-        }
-        out.push(Op { kind, key, value });
+        f(op);
     }
-    r.is_empty().then_some(out)
+    r.is_empty()
+}
+
+fn next_op<'a>(r: &mut Reader<'a>) -> Option<Op<&'a [u8]>> {
+    let kind = OpKind::from_u8(r.u8()?)?;
+    let key = r.length_prefixed()?;
+    let value = if kind.has_value() {
+        r.length_prefixed()?
+    } else {
+        &[][..]
+    };
+    // A range's bounds are at most a key and one byte (no writer makes longer ones).
+    let ranged = matches!(kind, OpKind::RangeDelete | OpKind::RangeDeleteToEnd);
+    if ranged && (key.len() > MAX_BOUND_LEN || value.len() > MAX_BOUND_LEN) {
+        return None;
+    }
+    Some(Op { kind, key, value })
 }
 
 /// A decoded WAL payload.
@@ -390,6 +404,33 @@ mod tests {
             &[],
         );
         assert!(decode_ops(&ops, 1).is_none());
+    }
+
+    #[test]
+    fn walking_ops_sees_each_in_order_and_fails_on_a_short_or_long_count() {
+        let mut ops = Vec::new();
+        encode_op(&mut ops, OpKind::Put, b"a", b"1");
+        encode_op(&mut ops, OpKind::Delete, b"b", &[]);
+        encode_op(&mut ops, OpKind::Put, b"c", b"33");
+        let mut seen = Vec::new();
+        assert!(walk_ops(&ops, 3, |op| seen.push((
+            op.kind,
+            op.key.to_vec(),
+            op.value.to_vec()
+        ))));
+        assert_eq!(
+            seen,
+            vec![
+                (OpKind::Put, b"a".to_vec(), b"1".to_vec()),
+                (OpKind::Delete, b"b".to_vec(), vec![]),
+                (OpKind::Put, b"c".to_vec(), b"33".to_vec()),
+            ]
+        );
+        // Bytes left over, or missing, make the batch malformed.
+        assert!(!walk_ops(&ops, 2, |_| ()));
+        assert!(!walk_ops(&ops, 4, |_| ()));
+        assert!(!walk_ops(&ops[..ops.len() - 1], 3, |_| ()));
+        assert_eq!(decode_ops(&ops, 3).map(|v| v.len()), Some(3));
     }
 
     #[test]

@@ -69,6 +69,9 @@ pub(super) struct WriteQueue {
     /// The latest a synced leader waits for them: one fsync time (as long as the last one
     /// took, capped at [`MAX_GATHER`]) after the last synced group was done.
     gather_until: Option<std::time::Instant>,
+    /// The last group's vector, emptied, for the next leader to fill: a write allocates no
+    /// group list of its own.
+    spare: Vec<GroupMember>,
 }
 
 impl WriteQueue {
@@ -81,12 +84,14 @@ impl WriteQueue {
             last_seq,
             sync_writers: 0,
             gather_until: None,
+            spare: Vec::new(),
         }
     }
 
     /// Takes queued writes from the front, up to [`MAX_GROUP_BYTES`] (at least one).
     fn take_group(&mut self) -> Vec<GroupMember> {
-        let mut group = Vec::new();
+        let mut group = std::mem::take(&mut self.spare);
+        group.clear();
         let mut bytes = 0usize;
         while let Some(front) = self.queue.front() {
             let PendingKind::Write(b, _) = &front.kind else {
@@ -159,11 +164,15 @@ impl Core {
             cv.wait(&mut st);
         }
         st.writes.leader_active = true;
-        let done = self.lead(&mut st);
+        let mut done = self.lead(&mut st);
         st.writes.leader_active = false;
         // Wake the writers whose requests this leader finished, and the next leader.
-        for cv in done {
+        for (_, _, _, cv) in &done {
             cv.notify_one();
+        }
+        done.clear();
+        if done.capacity() <= 64 {
+            st.writes.spare = done;
         }
         if let Some(next) = st.writes.queue.front() {
             next.cv.notify_one();
@@ -174,9 +183,9 @@ impl Core {
     }
 
     /// Runs one group as leader. Holds the state lock except while writing the WAL and the
-    /// memtable. Every request it takes gets an outcome in `results`; returns the condition
-    /// variables of their writers.
-    fn lead(&self, st: &mut MutexGuard<'_, State>) -> Vec<Arc<Condvar>> {
+    /// memtable. Every request it takes gets an outcome in `results`; returns the group, whose
+    /// members' condition variables wake their writers.
+    fn lead(&self, st: &mut MutexGuard<'_, State>) -> Vec<GroupMember> {
         let seal = matches!(
             st.writes.queue.front().map(|p| &p.kind),
             Some(PendingKind::Seal)
@@ -273,8 +282,13 @@ impl Core {
         })?;
         let mut wal = self.wal.lock();
         let w = wal.as_mut().ok_or(Error::Closed)?;
-        let parts: Vec<&[u8]> = group.iter().map(|g| g.1.ops.as_slice()).collect();
-        w.append(first_seq, count, &parts)?;
+        match group {
+            [one] => w.append(first_seq, count, &[one.1.ops.as_slice()])?,
+            _ => {
+                let parts: Vec<&[u8]> = group.iter().map(|g| g.1.ops.as_slice()).collect();
+                w.append(first_seq, count, &parts)?;
+            }
+        }
         // One fsync covers every write of the group, and every write before it.
         let mut took = None;
         if group.iter().any(|g| g.2) {
@@ -288,14 +302,18 @@ impl Core {
         // record was just written from): no key or value is copied again.
         let mut seq = first_seq;
         for (_, b, _, _) in group.iter_mut() {
-            let encoded = Bytes::from(std::mem::take(&mut b.ops));
-            let ops = wal::decode_ops(&encoded, b.count)
-                .ok_or_else(|| Error::InvalidArgument("write batch encoding is damaged".into()))?;
-            for op in ops {
+            // Checked whole before anything is applied: a batch goes in entirely or not at all.
+            if !wal::walk_ops(&b.ops, b.count, |_| ()) {
+                return Err(Error::InvalidArgument(
+                    "write batch encoding is damaged".into(),
+                ));
+            }
+            let encoded = mem.hold(std::mem::take(&mut b.ops));
+            wal::walk_ops(&encoded, b.count, |op| {
                 let (key, value) = (encoded.slice_ref(op.key), encoded.slice_ref(op.value));
                 apply_op(mem, op.kind, key, value, seq);
                 seq += 1;
-            }
+            });
         }
         Ok(took)
     }
@@ -439,19 +457,17 @@ impl Core {
     }
 }
 
-/// Records `outcome` for every write of `group`; returns their writers' condition variables.
+/// Records `outcome` for every write of `group`; returns the group (whose condition
+/// variables wake their writers).
 fn finish_group(
     st: &mut MutexGuard<'_, State>,
     group: Vec<GroupMember>,
     outcome: Result<()>,
-) -> Vec<Arc<Condvar>> {
+) -> Vec<GroupMember> {
+    for (id, _, _, _) in &group {
+        st.writes.results.insert(*id, outcome.clone());
+    }
     group
-        .into_iter()
-        .map(|(id, _, _, cv)| {
-            st.writes.results.insert(id, outcome.clone());
-            cv
-        })
-        .collect()
 }
 
 /// Applies one decoded operation of a batch to the memtable at `seq`: the one place that
