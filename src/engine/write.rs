@@ -18,6 +18,7 @@ use crate::write_options::WriteOptions;
 use bytes::Bytes;
 use parking_lot::{Condvar, MutexGuard};
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,13 +54,37 @@ thread_local! {
     static WRITER_CV: Arc<Condvar> = Arc::new(Condvar::new());
 }
 
+/// Hashes write ids (distinct, given out in order) with one multiply: every write puts its
+/// outcome in and takes it out of [`WriteQueue::results`], and SipHash there cost more than
+/// the rest of the queue's bookkeeping. The multiply by an odd constant is a bijection, so
+/// distinct ids never collide and their low bits (the bucket) stay distinct; the high bits
+/// (the hash table's tags) are mixed.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+
+    fn write_u64(&mut self, id: u64) {
+        self.0 = id.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
 /// The writers waiting to be committed, and the outcomes not yet collected.
 pub(super) struct WriteQueue {
     queue: VecDeque<Pending>,
     next_id: u64,
     leader_active: bool,
     /// Outcomes of writes committed (or failed) by another writer's group.
-    results: HashMap<u64, Result<()>>,
+    results: HashMap<u64, Result<()>, BuildHasherDefault<IdHasher>>,
     /// Sequence number of the last write given one (visible once its group is in the
     /// memtable).
     pub(super) last_seq: SeqNo,
@@ -80,7 +105,7 @@ impl WriteQueue {
             queue: VecDeque::new(),
             next_id: 0,
             leader_active: false,
-            results: HashMap::new(),
+            results: HashMap::default(),
             last_seq,
             sync_writers: 0,
             gather_until: None,
@@ -478,5 +503,30 @@ pub(crate) fn apply_op(mem: &Memtable, kind: OpKind, key: Bytes, value: Bytes, s
         OpKind::Delete => mem.insert(key, seq, ValueKind::Delete, Bytes::new()),
         OpKind::RangeDelete => mem.insert_range_delete(key, Some(value), seq),
         OpKind::RangeDeleteToEnd => mem.insert_range_delete(key, None, seq),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn id_hashes_are_distinct_for_distinct_ids_and_the_map_finds_each() {
+        let hash = |id: u64| {
+            let mut h = IdHasher::default();
+            h.write_u64(id);
+            h.finish()
+        };
+        let ids = (0..10_000u64).chain([u64::MAX, u64::MAX - 1, 1 << 63]);
+        let hashes: std::collections::HashSet<u64> = ids.clone().map(hash).collect();
+        assert_eq!(hashes.len(), 10_003);
+        let mut map: HashMap<u64, u64, BuildHasherDefault<IdHasher>> = HashMap::default();
+        for id in ids.clone() {
+            map.insert(id, id ^ 5);
+        }
+        for id in ids {
+            assert_eq!(map.remove(&id), Some(id ^ 5));
+        }
+        assert!(map.is_empty());
     }
 }
