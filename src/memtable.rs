@@ -7,6 +7,10 @@
 //! A [`ScalableBloom`] filter over its user keys sits in front of the skiplist, so a get for a
 //! key the memtable does not hold usually skips the skiplist walk.
 //!
+//! Entries are slices of their batch's encoding, which the write path copies into shared
+//! 64 KiB chunks ([`Memtable::hold`]); gets and iterators hand out their own copies of small
+//! keys and values, so that a caller who keeps one does not keep a chunk.
+//!
 //! Range tombstones sit beside the skiplist ([`MemRangeDels`]): the fragments built so far and
 //! the few written since, which are folded in once they number more than the square root of
 //! the built ones (at least 32), so that a range delete costs amortised `O(sqrt n)` however
@@ -136,6 +140,25 @@ impl MemRangeDels {
 /// An entry copied out of the memtable.
 pub(crate) type Entry = (InternalKey, Bytes);
 
+/// What a read hands out of the memtable: its own copy of a key or value that shares a batch
+/// arena chunk ([`Memtable::hold`]), so that a caller who keeps a small value keeps that
+/// value, not the 64 KiB chunk around it (and with it the memtable's other writes). A value
+/// too large for the arena has its own allocation and is shared as it is.
+fn detach(b: &Bytes) -> Bytes {
+    if b.len() <= ARENA_CHUNK / 4 {
+        Bytes::copy_from_slice(b)
+    } else {
+        b.clone()
+    }
+}
+
+/// [`detach`] for a key and its value.
+fn detach_entry(key: &InternalKey, value: &Bytes) -> Entry {
+    let mut key = key.clone();
+    key.user_key = detach(&key.user_key);
+    (key, detach(value))
+}
+
 /// A skiplist bound at `probe`, including it or not.
 fn bound<'a>(probe: &'a KeyRef<'_>, inclusive: bool) -> Bound<&'a dyn KeyView> {
     let probe: &dyn KeyView = probe;
@@ -262,7 +285,7 @@ impl Memtable {
             Some(e) if e.key().user_key.as_ref() == user_key => {
                 let seq = key::trailer_seq(e.key().trailer);
                 match e.key().kind() {
-                    Some(ValueKind::Put) => Lookup::Value(e.value().clone(), seq),
+                    Some(ValueKind::Put) => Lookup::Value(detach(e.value()), seq),
                     _ => Lookup::Deleted(seq),
                 }
             }
@@ -287,7 +310,7 @@ impl Memtable {
             None => self.map.front(),
         };
         while let Some(e) = cur {
-            out.push_back((e.key().clone(), e.value().clone()));
+            out.push_back(detach_entry(e.key(), e.value()));
             if out.len() >= max {
                 break;
             }
@@ -306,24 +329,21 @@ impl Memtable {
         let probe = KeyRef::new(user_key, trailer);
         self.map
             .upper_bound(bound(&probe, inclusive))
-            .map(|e| (e.key().clone(), e.value().clone()))
+            .map(|e| detach_entry(e.key(), e.value()))
     }
 
     /// The first entry of the memtable.
     pub(crate) fn first(&self) -> Option<Entry> {
-        self.map
-            .front()
-            .map(|e| (e.key().clone(), e.value().clone()))
+        self.map.front().map(|e| detach_entry(e.key(), e.value()))
     }
 
     /// The last entry of the memtable.
     pub(crate) fn last(&self) -> Option<Entry> {
-        self.map
-            .back()
-            .map(|e| (e.key().clone(), e.value().clone()))
+        self.map.back().map(|e| detach_entry(e.key(), e.value()))
     }
 
-    /// Every entry in internal-key order (for flushing a sealed memtable).
+    /// Every entry in internal-key order (for flushing a sealed memtable): shared, not
+    /// copied, since they live no longer than the flush.
     pub(crate) fn iter(&self) -> impl Iterator<Item = Entry> + '_ {
         self.map
             .iter()
@@ -363,6 +383,31 @@ mod tests {
         // The chunks outlive the memtable for as long as entries are held.
         drop(m);
         assert_eq!(held[1999][..], want(1999)[..]);
+    }
+
+    #[test]
+    fn reads_hand_out_their_own_copies_of_arena_bytes_and_flushes_share_them() {
+        let m = Memtable::new(1);
+        let enc = m.hold(b"keyvalue".to_vec());
+        m.insert(enc.slice(0..3), 1, ValueKind::Put, enc.slice(3..8));
+        let Lookup::Value(v, 1) = m.get(b"key", 5) else {
+            panic!("expected the value");
+        };
+        assert_eq!(&v[..], b"value");
+        assert_ne!(v.as_ptr(), enc[3..].as_ptr());
+        for (k, v) in [m.first().unwrap(), m.last().unwrap()] {
+            assert_eq!((&k.user_key[..], &v[..]), (&b"key"[..], &b"value"[..]));
+            assert_ne!(k.user_key.as_ptr(), enc.as_ptr());
+            assert_ne!(v.as_ptr(), enc[3..].as_ptr());
+        }
+        let mut out = std::collections::VecDeque::new();
+        m.entries_from(None, 10, &mut out);
+        assert_ne!(out[0].1.as_ptr(), enc[3..].as_ptr());
+        let (k, v) = m.iter().next().unwrap();
+        assert_eq!(
+            (k.user_key.as_ptr(), v.as_ptr()),
+            (enc.as_ptr(), enc[3..].as_ptr())
+        );
     }
 
     #[test]
