@@ -140,11 +140,15 @@ impl MemRangeDels {
 /// An entry copied out of the memtable.
 pub(crate) type Entry = (InternalKey, Bytes);
 
-/// What a read hands out of the memtable: its own copy of a key or value that shares a batch
-/// arena chunk ([`Memtable::hold`]), so that a caller who keeps a small value keeps that
-/// value, not the 64 KiB chunk around it (and with it the memtable's other writes). A value
-/// too large for the arena has its own allocation and is shared as it is.
-fn detach(b: &Bytes) -> Bytes {
+/// What a read hands out of the memtable (a get's value here; an iterator's entries in the
+/// scan's memtable iterator, which copies only what it yields, not the batch of entries it
+/// reads ahead, nor those past its range): its own copy of a key or value of up to 16 KiB,
+/// which may share a batch arena chunk ([`Memtable::hold`]), so that a caller who keeps a
+/// small value keeps that value, not the 64 KiB chunk around it (and with it the memtable's
+/// other writes). A larger one is shared as it is: it still keeps the rest of its batch's
+/// encoding (or, in a memtable rebuilt by recovery, of its WAL record) alive, which it
+/// outweighs unless that batch held much more than it.
+pub(crate) fn detach(b: &Bytes) -> Bytes {
     if b.len() <= ARENA_CHUNK / 4 {
         Bytes::copy_from_slice(b)
     } else {
@@ -153,7 +157,7 @@ fn detach(b: &Bytes) -> Bytes {
 }
 
 /// [`detach`] for a key and its value.
-fn detach_entry(key: &InternalKey, value: &Bytes) -> Entry {
+pub(crate) fn detach_entry(key: &InternalKey, value: &Bytes) -> Entry {
     let mut key = key.clone();
     key.user_key = detach(&key.user_key);
     (key, detach(value))
@@ -195,12 +199,14 @@ impl Memtable {
     }
 
     /// A copy of a batch's encoding that the memtable's entries can slice: small encodings
-    /// are packed into shared 64 KiB chunks, so a write costs no allocation of its own and
-    /// the memory goes back to the allocator a chunk at a time when the memtable (flushed,
-    /// in the flush thread) and its readers let go of it, not one allocation per write from
-    /// another thread than the one that made it (which with glibc's per-thread arenas makes
-    /// the writer and the flush thread contend on the writer's arena lock). An encoding
-    /// larger than a quarter chunk keeps its own allocation.
+    /// are packed into shared 64 KiB chunks, so a write leaves no allocation of its own in the
+    /// memtable, and the memory goes back to the allocator a chunk at a time when the memtable
+    /// (flushed, in the flush thread) and its readers let go of it, not one allocation per
+    /// write freed by another thread than the one that made it (which with glibc's
+    /// per-thread arenas made the writer and the flush thread contend on the writer's arena
+    /// lock). The batch's own buffer is freed here, by the group's leader: for the leader's
+    /// own write that is the thread that allocated it. An encoding larger than a quarter
+    /// chunk keeps its own allocation.
     pub(crate) fn hold(&self, encoded: Vec<u8>) -> Bytes {
         if encoded.len() > ARENA_CHUNK / 4 {
             return Bytes::from(encoded);
@@ -310,7 +316,7 @@ impl Memtable {
             None => self.map.front(),
         };
         while let Some(e) = cur {
-            out.push_back(detach_entry(e.key(), e.value()));
+            out.push_back((e.key().clone(), e.value().clone()));
             if out.len() >= max {
                 break;
             }
@@ -329,17 +335,21 @@ impl Memtable {
         let probe = KeyRef::new(user_key, trailer);
         self.map
             .upper_bound(bound(&probe, inclusive))
-            .map(|e| detach_entry(e.key(), e.value()))
+            .map(|e| (e.key().clone(), e.value().clone()))
     }
 
     /// The first entry of the memtable.
     pub(crate) fn first(&self) -> Option<Entry> {
-        self.map.front().map(|e| detach_entry(e.key(), e.value()))
+        self.map
+            .front()
+            .map(|e| (e.key().clone(), e.value().clone()))
     }
 
     /// The last entry of the memtable.
     pub(crate) fn last(&self) -> Option<Entry> {
-        self.map.back().map(|e| detach_entry(e.key(), e.value()))
+        self.map
+            .back()
+            .map(|e| (e.key().clone(), e.value().clone()))
     }
 
     /// Every entry in internal-key order (for flushing a sealed memtable): shared, not
@@ -386,7 +396,7 @@ mod tests {
     }
 
     #[test]
-    fn reads_hand_out_their_own_copies_of_arena_bytes_and_flushes_share_them() {
+    fn gets_and_detached_entries_are_copies_of_arena_bytes_and_flushes_share_them() {
         let m = Memtable::new(1);
         let enc = m.hold(b"keyvalue".to_vec());
         m.insert(enc.slice(0..3), 1, ValueKind::Put, enc.slice(3..8));
@@ -396,13 +406,17 @@ mod tests {
         assert_eq!(&v[..], b"value");
         assert_ne!(v.as_ptr(), enc[3..].as_ptr());
         for (k, v) in [m.first().unwrap(), m.last().unwrap()] {
+            let (k, v) = detach_entry(&k, &v);
             assert_eq!((&k.user_key[..], &v[..]), (&b"key"[..], &b"value"[..]));
             assert_ne!(k.user_key.as_ptr(), enc.as_ptr());
             assert_ne!(v.as_ptr(), enc[3..].as_ptr());
         }
         let mut out = std::collections::VecDeque::new();
         m.entries_from(None, 10, &mut out);
-        assert_ne!(out[0].1.as_ptr(), enc[3..].as_ptr());
+        assert_eq!(out[0].1.as_ptr(), enc[3..].as_ptr());
+        let (k, v) = detach_entry(&out[0].0, &out[0].1);
+        assert_eq!((&k.user_key[..], &v[..]), (&b"key"[..], &b"value"[..]));
+        assert_ne!(v.as_ptr(), enc[3..].as_ptr());
         let (k, v) = m.iter().next().unwrap();
         assert_eq!(
             (k.user_key.as_ptr(), v.as_ptr()),

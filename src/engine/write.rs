@@ -305,6 +305,17 @@ impl Core {
         let count = u32::try_from(count).map_err(|_| {
             Error::InvalidArgument(format!("a write group of {count} operations is too large"))
         })?;
+        // Every batch is checked whole before anything is logged or applied, so a group goes
+        // in entirely or not at all. (A `WriteBatch` is only ever built by `encode_op`, so
+        // this never fails in practice.)
+        if group
+            .iter()
+            .any(|g| !wal::walk_ops(&g.1.ops, g.1.count, |_| ()))
+        {
+            return Err(Error::InvalidArgument(
+                "write batch encoding is damaged".into(),
+            ));
+        }
         let mut wal = self.wal.lock();
         let w = wal.as_mut().ok_or(Error::Closed)?;
         match group {
@@ -323,16 +334,11 @@ impl Core {
             Counters::add(&self.counters.wal_syncs, 1);
         }
         drop(wal);
-        // The memtable entries are slices of each batch's one encoding (the bytes the WAL
-        // record was just written from): no key or value is copied again.
+        // The memtable entries are slices of each batch's encoding, moved into (or, when
+        // small, copied once into a chunk of) the memtable's arena: keys and values are not
+        // decoded into allocations of their own.
         let mut seq = first_seq;
         for (_, b, _, _) in group.iter_mut() {
-            // Checked whole before anything is applied: a batch goes in entirely or not at all.
-            if !wal::walk_ops(&b.ops, b.count, |_| ()) {
-                return Err(Error::InvalidArgument(
-                    "write batch encoding is damaged".into(),
-                ));
-            }
             let encoded = mem.hold(std::mem::take(&mut b.ops));
             wal::walk_ops(&encoded, b.count, |op| {
                 let (key, value) = (encoded.slice_ref(op.key), encoded.slice_ref(op.value));
