@@ -423,7 +423,8 @@ pub(crate) fn compact(
         seen_key: false,
         limit: max_grandparent_overlap(ctx.opts),
     };
-    let mut current_user: Option<Bytes> = None;
+    // The user key of the entry before (in one reused buffer: no allocation per key).
+    let mut current_user: Vec<u8> = Vec::new();
     let mut last_seq_for_key = SeqNo::MAX;
     let mut n = 0u64;
     for entry in MergeIter::new(sources) {
@@ -432,9 +433,10 @@ pub(crate) fn compact(
         if n.is_multiple_of(1024) && ctx.shutting_down.load(Ordering::Relaxed) {
             return Err(Error::Closed);
         }
-        let new_key = current_user.as_ref() != Some(&e.user_key);
+        let new_key = n == 1 || current_user[..] != e.user_key[..];
         if new_key {
-            current_user = Some(e.user_key.clone());
+            current_user.clear();
+            current_user.extend_from_slice(&e.user_key);
             last_seq_for_key = SeqNo::MAX;
         }
         let seq = e.seq();

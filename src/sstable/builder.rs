@@ -60,7 +60,9 @@ pub(crate) struct TableBuilder {
     index: BlockBuilder,
     filter: Option<FilterBuilder>,
     props: TableProperties,
-    last_user_key: Option<Vec<u8>>,
+    /// The user key of the last entry added (valid once `props.entries > 0`), kept in one
+    /// reused buffer: the builder allocates nothing per entry.
+    last_user_key: Vec<u8>,
     /// Finished blocks not yet written to the file.
     out: Vec<u8>,
     /// The last key and handle of the previous data block, waiting for the next block's
@@ -113,7 +115,7 @@ impl TableBuilder {
                 min_seq: u64::MAX,
                 ..TableProperties::default()
             },
-            last_user_key: None,
+            last_user_key: Vec::new(),
             out: Vec::with_capacity(WRITE_BUFFER),
             pending_index: None,
             range_dels: Fragments::default(),
@@ -129,13 +131,14 @@ impl TableBuilder {
             self.props.entries == 0 || key::cmp_encoded(&self.props.largest, ikey).is_lt(),
             "keys out of order"
         );
-        if self.last_user_key.as_deref() != Some(user) {
+        if self.props.entries == 0 || self.last_user_key != user {
             if let Some(f) = self.filter.as_mut() {
                 f.add_hash(hash_key(user));
             }
             self.props.user_keys += 1;
             self.props.raw_key_bytes += user.len() as u64;
-            self.last_user_key = Some(user.to_vec());
+            self.last_user_key.clear();
+            self.last_user_key.extend_from_slice(user);
         }
         if self.props.entries == 0 {
             self.props.smallest = ikey.to_vec();
