@@ -68,7 +68,7 @@ fn peak_rss_mib() -> f64 {
 }
 
 /// The default options, with sizes overridden by `WF_MEMTABLE`, `WF_L1`, `WF_TABLE` (bytes)
-/// for experiments.
+/// and the L0 triggers by `WF_L0_SLOWDOWN`, `WF_L0_STOP` (tables), for experiments.
 fn options() -> Options {
     let env = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
     let mut o = Options::default();
@@ -80,6 +80,12 @@ fn options() -> Options {
     }
     if let Some(v) = env("WF_TABLE") {
         o = o.target_table_size(v);
+    }
+    if let Some(v) = env("WF_L0_SLOWDOWN") {
+        o = o.l0_slowdown_trigger(v as usize);
+    }
+    if let Some(v) = env("WF_L0_STOP") {
+        o = o.l0_stop_trigger(v as usize);
     }
     o
 }
