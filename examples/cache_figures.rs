@@ -11,7 +11,7 @@
 //! calls per MiB of compaction input, counted by a file-system wrapper; (2) present- and
 //! absent-key gets per second with the block cache off and on (holding the working set), one
 //! and two reader threads; (3) absent-key gets with empty and with full memtables (the memtable
-//! filters); (4) the block cache's hit rate on a zipfian (0.99) read mix with a concurrent full
+//! filters), on two copies of the tree measured alternately; (4) the block cache's hit rate on a zipfian (0.99) read mix with a concurrent full
 //! scan, with the default admission and with a second-sighting doorkeeper.
 use siltdb::fs::{FileLock, FileSystem, OsFs, RandomAccessFile, WritableFile};
 use siltdb::{Admission, BlockCache, Db, Options};
@@ -181,6 +181,19 @@ impl Zipf {
     }
 }
 
+/// Copies the files of a database directory (flat: siltdb keeps no subdirectories).
+fn copy_dir(from: &Path, to: &Path) -> io::Result<()> {
+    let _ = std::fs::remove_dir_all(to);
+    std::fs::create_dir_all(to)?;
+    for e in std::fs::read_dir(from)? {
+        let e = e?;
+        if e.file_type()?.is_file() {
+            std::fs::copy(e.path(), to.join(e.file_name()))?;
+        }
+    }
+    Ok(())
+}
+
 fn opts(fs: &CountingFs) -> Options {
     Options::default()
         .bloom_bits_per_key(10.0)
@@ -348,25 +361,55 @@ fn main() {
         s.block_cache_misses - warm.block_cache_misses
     );
 
-    // Memtable filters: absent gets with an empty memtable, then with full ones.
-    let empty = gets_per_sec(&on, n, 1, false, 4);
+    on.close().unwrap();
+    drop(on);
+
+    // Memtable filters: absent gets on two copies of the tree, one with an empty memtable and
+    // one whose memtable holds 30,000 entries, measured alternately (five rounds each, the
+    // copies' order swapped every round) so that a noisy machine moves both alike; the
+    // median of the per-round ratios.
+    let copy = dir.with_extension("memtable");
+    copy_dir(&dir, &copy).unwrap();
+    let empty_db = Db::open_with(&dir, opts(&fs).block_cache_size(512 << 20)).unwrap();
+    let full_db = Db::open_with(&copy, opts(&fs).block_cache_size(512 << 20)).unwrap();
     let mut i = 0u64;
-    while on.stats().memtable_filter_bytes == 0 || i < 30_000 {
-        on.insert(key(keys + i, true), value).unwrap();
+    while full_db.stats().memtable_filter_bytes == 0 || i < 30_000 {
+        full_db.insert(key(keys + i, true), value).unwrap();
         i += 1;
     }
-    let before = on.stats();
-    let full = gets_per_sec(&on, n, 1, false, 4);
-    let after = on.stats();
+    let before = full_db.stats();
+    let (mut ratios, mut empties, mut fulls) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..5u64 {
+        let (e, f) = if round % 2 == 0 {
+            let e = gets_per_sec(&empty_db, n, 1, false, 4 + round);
+            (e, gets_per_sec(&full_db, n, 1, false, 4 + round))
+        } else {
+            let f = gets_per_sec(&full_db, n, 1, false, 4 + round);
+            (gets_per_sec(&empty_db, n, 1, false, 4 + round), f)
+        };
+        ratios.push(f / e);
+        empties.push(e);
+        fulls.push(f);
+    }
+    let after = full_db.stats();
+    let med = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
     println!(
-        "\nabsent gets, empty memtable {empty:.0}/s, memtable holding {i} entries {full:.0}/s = {:.3}x; memtable filter negatives {} false positives {} ({} filter bytes)",
-        full / empty,
+        "\nabsent gets, 5 alternated rounds: empty memtable {:.0}/s, memtable holding {i} entries {:.0}/s (medians); full / empty per round {} = median {:.3}x; memtable filter negatives {} false positives {} ({} filter bytes)",
+        med(&mut empties),
+        med(&mut fulls),
+        ratios.iter().map(|r| format!("{r:.3}")).collect::<Vec<_>>().join(" "),
+        med(&mut ratios),
         after.memtable_filter_negatives - before.memtable_filter_negatives,
         after.memtable_filter_false_positives - before.memtable_filter_false_positives,
         after.memtable_filter_bytes
     );
-    on.close().unwrap();
-    drop(on);
+    full_db.close().unwrap();
+    empty_db.close().unwrap();
+    drop((full_db, empty_db));
+    std::fs::remove_dir_all(&copy).unwrap();
 
     // Admission: zipfian gets with a concurrent full scan, cache far smaller than the data.
     println!("\nzipfian(0.99) gets with a concurrent full scan, 16 MiB cache:");
