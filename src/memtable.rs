@@ -8,8 +8,8 @@
 //! key the memtable does not hold usually skips the skiplist walk.
 //!
 //! Entries are slices of their batch's encoding, which the write path copies into shared
-//! 64 KiB chunks ([`Memtable::hold`]); gets and iterators hand out their own copies of small
-//! keys and values, so that a caller who keeps one does not keep a chunk.
+//! 64 KiB chunks ([`Memtable::hold`]); a get hands out its own copy of a small value, so
+//! that a caller who keeps one does not keep a chunk (scans copy what they yield anyway).
 //!
 //! Range tombstones sit beside the skiplist ([`MemRangeDels`]): the fragments built so far and
 //! the few written since, which are folded in once they number more than the square root of
@@ -140,27 +140,18 @@ impl MemRangeDels {
 /// An entry copied out of the memtable.
 pub(crate) type Entry = (InternalKey, Bytes);
 
-/// What a read hands out of the memtable (a get's value here; an iterator's entries in the
-/// scan's memtable iterator, which copies only what it yields, not the batch of entries it
-/// reads ahead, nor those past its range): its own copy of a key or value of up to 16 KiB,
-/// which may share a batch arena chunk ([`Memtable::hold`]), so that a caller who keeps a
+/// What a get hands out of the memtable (scans copy what they yield into vectors of their
+/// own): its own copy of a value of up to 16 KiB, which may share a batch arena chunk ([`Memtable::hold`]), so that a caller who keeps a
 /// small value keeps that value, not the 64 KiB chunk around it (and with it the memtable's
 /// other writes). A larger one is shared as it is: it still keeps the rest of its batch's
 /// encoding (or, in a memtable rebuilt by recovery, of its WAL record) alive, which it
 /// outweighs unless that batch held much more than it.
-pub(crate) fn detach(b: &Bytes) -> Bytes {
+fn detach(b: &Bytes) -> Bytes {
     if b.len() <= ARENA_CHUNK / 4 {
         Bytes::copy_from_slice(b)
     } else {
         b.clone()
     }
-}
-
-/// [`detach`] for a key and its value.
-pub(crate) fn detach_entry(key: &InternalKey, value: &Bytes) -> Entry {
-    let mut key = key.clone();
-    key.user_key = detach(&key.user_key);
-    (key, detach(value))
 }
 
 /// A skiplist bound at `probe`, including it or not.
@@ -396,7 +387,7 @@ mod tests {
     }
 
     #[test]
-    fn gets_and_detached_entries_are_copies_of_arena_bytes_and_flushes_share_them() {
+    fn gets_copy_small_arena_values_and_other_reads_share_them() {
         let m = Memtable::new(1);
         let enc = m.hold(b"keyvalue".to_vec());
         m.insert(enc.slice(0..3), 1, ValueKind::Put, enc.slice(3..8));
@@ -405,23 +396,26 @@ mod tests {
         };
         assert_eq!(&v[..], b"value");
         assert_ne!(v.as_ptr(), enc[3..].as_ptr());
-        for (k, v) in [m.first().unwrap(), m.last().unwrap()] {
-            let (k, v) = detach_entry(&k, &v);
-            assert_eq!((&k.user_key[..], &v[..]), (&b"key"[..], &b"value"[..]));
-            assert_ne!(k.user_key.as_ptr(), enc.as_ptr());
-            assert_ne!(v.as_ptr(), enc[3..].as_ptr());
-        }
+        // Scans and flushes share (scans copy what they hand their caller).
         let mut out = std::collections::VecDeque::new();
         m.entries_from(None, 10, &mut out);
-        assert_eq!(out[0].1.as_ptr(), enc[3..].as_ptr());
-        let (k, v) = detach_entry(&out[0].0, &out[0].1);
-        assert_eq!((&k.user_key[..], &v[..]), (&b"key"[..], &b"value"[..]));
-        assert_ne!(v.as_ptr(), enc[3..].as_ptr());
         let (k, v) = m.iter().next().unwrap();
-        assert_eq!(
-            (k.user_key.as_ptr(), v.as_ptr()),
-            (enc.as_ptr(), enc[3..].as_ptr())
-        );
+        for (k, v) in [
+            (k, v),
+            out[0].clone(),
+            m.first().unwrap(),
+            m.last().unwrap(),
+        ] {
+            assert_eq!(
+                (k.user_key.as_ptr(), v.as_ptr()),
+                (enc.as_ptr(), enc[3..].as_ptr())
+            );
+        }
+        // A value too large for the arena is shared by gets too.
+        let big = vec![5u8; ARENA_CHUNK / 4 + 1];
+        assert_eq!(detach(&Bytes::from(big.clone())).len(), big.len());
+        let held = m.hold(big);
+        assert_eq!(detach(&held).as_ptr(), held.as_ptr());
     }
 
     #[test]

@@ -73,10 +73,9 @@ struct MemIter {
 }
 
 impl MemIter {
-    /// The entry a scan yields: its own copy of a key and value that share the memtable's
-    /// batch arena (see [`crate::memtable::detach`]), made only for what the scan yields.
+    /// The entry as the merge takes it: still sharing the memtable's batch arena, which the
+    /// scan's read state keeps alive anyway (the scan hands its caller copies).
     fn to_entry((k, v): (InternalKey, Bytes)) -> Entry {
-        let (k, v) = crate::memtable::detach_entry(&k, &v);
         Entry {
             user_key: k.user_key,
             trailer: k.trailer,
