@@ -116,9 +116,9 @@ pub(crate) struct Parsed {
     ordered: bool,
 }
 
-/// Restart offsets kept in [`Parsed::inline_restarts`] (a 4 KiB block of 100-byte values has
-/// three).
-const INLINE_RESTARTS: usize = 6;
+/// Restart offsets kept in [`Parsed::inline_restarts`] (a 4 KiB block of 100-byte values,
+/// with a restart every 4th entry, has nine or ten).
+const INLINE_RESTARTS: usize = 12;
 
 impl std::ops::Deref for Block {
     type Target = Parsed;

@@ -31,13 +31,17 @@ pub enum Admission {
     SecondSighting,
 }
 
-/// Weighs a cached block by its bytes (plus a little for the entry itself).
+/// Weighs a cached block by its bytes plus its parsed header and the cache's own entry.
 #[derive(Clone, Copy, Debug, Default)]
 struct BlockWeighter;
 
+/// Bytes a cached block costs beyond its contents: the parsed header (restart offsets and key
+/// prefixes kept inline, in an `Arc`) and about 64 for the cache's entry.
+const BLOCK_OVERHEAD: u64 = (std::mem::size_of::<super::block::Parsed>() + 16 + 64) as u64;
+
 impl quick_cache::Weighter<(u64, u64), Block> for BlockWeighter {
     fn weight(&self, _key: &(u64, u64), block: &Block) -> u64 {
-        block.len() as u64 + 64
+        block.len() as u64 + BLOCK_OVERHEAD
     }
 }
 
