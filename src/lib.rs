@@ -40,6 +40,7 @@
 
 mod batch;
 mod cache;
+mod chunk;
 mod compaction;
 mod db;
 mod encoding;

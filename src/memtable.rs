@@ -202,12 +202,7 @@ impl Memtable {
         if encoded.len() > ARENA_CHUNK / 4 {
             return Bytes::from(encoded);
         }
-        let mut chunk = self.arena.lock();
-        if chunk.capacity() - chunk.len() < encoded.len() {
-            *chunk = BytesMut::with_capacity(ARENA_CHUNK);
-        }
-        chunk.extend_from_slice(&encoded);
-        chunk.split().freeze()
+        crate::chunk::copy_into(&mut self.arena.lock(), ARENA_CHUNK, &encoded)
     }
 
     /// Number of the WAL whose records this memtable holds.

@@ -235,7 +235,12 @@ impl WalWriter {
 
     /// Appends one record holding `count` ops (already encoded, in `parts`) starting at
     /// `first_seq`, with a single write: when this returns, the record is in the OS.
-    pub(crate) fn append(&mut self, first_seq: SeqNo, count: u32, parts: &[&[u8]]) -> Result<()> {
+    pub(crate) fn append<'a>(
+        &mut self,
+        first_seq: SeqNo,
+        count: u32,
+        parts: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Result<()> {
         self.check_not_failed()?;
         self.buf.clear();
         self.buf.resize(HEADER_LEN, 0);
@@ -335,7 +340,7 @@ mod tests {
         let mut w = WalWriter::create(&fs, p, 1).unwrap();
         let mut ops = Vec::new();
         encode_op(&mut ops, OpKind::Put, b"k", b"v");
-        w.append(1, 1, &[&ops]).unwrap();
+        w.append(1, 1, [&ops[..]]).unwrap();
         fs.set_fault(Some(FaultPlan::nth(FsOp::Sync, 0)));
         assert!(matches!(w.sync(), Err(Error::Io(_))));
         assert_eq!(fs.faults_injected(), 1);
@@ -344,7 +349,7 @@ mod tests {
         // may succeed through this WAL any more, and the file system is not even asked.
         let ops_before = fs.op_count();
         assert!(matches!(w.sync(), Err(Error::Io(_))));
-        assert!(matches!(w.append(2, 1, &[&ops]), Err(Error::Io(_))));
+        assert!(matches!(w.append(2, 1, [&ops[..]]), Err(Error::Io(_))));
         assert_eq!(fs.op_count(), ops_before);
     }
 
@@ -357,10 +362,10 @@ mod tests {
         let mut ops = Vec::new();
         encode_op(&mut ops, OpKind::Put, b"k1", b"v1");
         encode_op(&mut ops, OpKind::Delete, b"k2", b"");
-        w.append(10, 2, &[&ops]).unwrap();
+        w.append(10, 2, [&ops[..]]).unwrap();
         let mut more = Vec::new();
         encode_op(&mut more, OpKind::Put, b"", b"empty key");
-        w.append(12, 1, &[&more]).unwrap();
+        w.append(12, 1, [&more[..]]).unwrap();
         w.sync().unwrap();
 
         let mut seen = Vec::new();

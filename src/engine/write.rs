@@ -318,13 +318,7 @@ impl Core {
         }
         let mut wal = self.wal.lock();
         let w = wal.as_mut().ok_or(Error::Closed)?;
-        match group {
-            [one] => w.append(first_seq, count, &[one.1.ops.as_slice()])?,
-            _ => {
-                let parts: Vec<&[u8]> = group.iter().map(|g| g.1.ops.as_slice()).collect();
-                w.append(first_seq, count, &parts)?;
-            }
-        }
+        w.append(first_seq, count, group.iter().map(|g| g.1.ops.as_slice()))?;
         // One fsync covers every write of the group, and every write before it.
         let mut took = None;
         if group.iter().any(|g| g.2) {

@@ -91,16 +91,11 @@ pub(crate) struct BlockCursor {
 /// memory than a quarter of a block for a caller who keeps one key.
 const KEY_CHUNK: usize = 1024;
 
-/// `user_key` as an entry's own `Bytes`: a slice of `keys`, which gets a new buffer when the
-/// key does not fit in what is left. A compaction decodes every entry of its inputs, and a
-/// `malloc` and `free` per key (from another thread's arena, as often as not) were a visible
-/// part of its time.
+/// `user_key` as an entry's own `Bytes`: a slice of `keys` ([`crate::chunk::copy_into`]). A
+/// compaction decodes every entry of its inputs, and a `malloc` and `free` per key (from
+/// another thread's arena, as often as not) were a visible part of its time.
 fn own_key(keys: &mut BytesMut, user_key: &[u8]) -> Bytes {
-    if keys.capacity() - keys.len() < user_key.len() {
-        *keys = BytesMut::with_capacity(KEY_CHUNK.max(user_key.len()));
-    }
-    keys.extend_from_slice(user_key);
-    keys.split().freeze()
+    crate::chunk::copy_into(keys, KEY_CHUNK, user_key)
 }
 
 impl BlockCursor {
