@@ -1,4 +1,4 @@
-//! The memtable: recent writes in a lock-free skiplist ordered by internal key.
+//! The memtable: recent writes in a skiplist ([`skiplist`]) ordered by internal key.
 //!
 //! Readers never block writers: a get or an iterator sees only entries at or below its
 //! sequence number, and the writer publishes a group's sequence number only after every entry
@@ -17,15 +17,16 @@
 //! many a memtable takes, and a get asks one binary search and a short list. A memtable that
 //! never saw one answers "none" from a flag.
 
+mod skiplist;
+
 use crate::filter::hash_key;
 use crate::filter::scalable::ScalableBloom;
-use crate::key::{self, InternalKey, KeyRef, KeyView, SeqNo, ValueKind};
+use crate::key::{self, InternalKey, KeyRef, SeqNo, ValueKind};
 use crate::range_del::{Fragments, RangeTombstone};
 use arc_swap::ArcSwap;
 use bytes::{Bytes, BytesMut};
-use crossbeam_skiplist::SkipMap;
 use parking_lot::Mutex;
-use std::ops::Bound;
+use skiplist::SkipList;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -53,7 +54,7 @@ pub(crate) enum Lookup {
 /// One memtable, tied to the WAL file that holds the same writes.
 #[derive(Debug)]
 pub(crate) struct Memtable {
-    map: SkipMap<InternalKey, Bytes>,
+    map: SkipList,
     filter: ScalableBloom,
     approx_bytes: AtomicUsize,
     wal_number: u64,
@@ -154,16 +155,6 @@ fn detach(b: &Bytes) -> Bytes {
     }
 }
 
-/// A skiplist bound at `probe`, including it or not.
-fn bound<'a>(probe: &'a KeyRef<'_>, inclusive: bool) -> Bound<&'a dyn KeyView> {
-    let probe: &dyn KeyView = probe;
-    if inclusive {
-        Bound::Included(probe)
-    } else {
-        Bound::Excluded(probe)
-    }
-}
-
 impl Memtable {
     pub(crate) fn new(wal_number: u64) -> Self {
         Memtable::with_filter(wal_number, ScalableBloom::default())
@@ -178,7 +169,7 @@ impl Memtable {
 
     fn with_filter(wal_number: u64, filter: ScalableBloom) -> Self {
         Memtable {
-            map: SkipMap::new(),
+            map: SkipList::new(),
             filter,
             approx_bytes: AtomicUsize::new(0),
             wal_number,
@@ -214,8 +205,14 @@ impl Memtable {
         let size = user_key.len() + value.len() + key::TRAILER_LEN + ENTRY_OVERHEAD;
         // The filter first: a reader that can see the entry must see its bits.
         self.filter.add(hash_key(&user_key));
-        self.map
-            .insert(InternalKey::new(user_key, seq, kind), value);
+        if !self
+            .map
+            .insert(InternalKey::new(user_key, seq, kind), value)
+        {
+            // Only past 2^32 - 1 entries, which `memtable_size` (at most 4 GiB, and every
+            // entry costs more than a byte) keeps a memtable far from.
+            log::error!("memtable skiplist full: an entry was not inserted");
+        }
         self.approx_bytes.fetch_add(size, Ordering::Relaxed);
     }
 
@@ -249,7 +246,7 @@ impl Memtable {
 
     /// True if it holds no entry and no range tombstone.
     pub(crate) fn is_empty(&self) -> bool {
-        self.map.is_empty() && !self.has_range_dels.load(Ordering::Acquire)
+        self.map.len() == 0 && !self.has_range_dels.load(Ordering::Acquire)
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -272,12 +269,11 @@ impl Memtable {
     /// The newest version of `user_key` with sequence at most `seq`.
     pub(crate) fn get(&self, user_key: &[u8], seq: SeqNo) -> Lookup {
         let probe = KeyRef::new(user_key, key::lookup_trailer(seq));
-        let probe: &dyn KeyView = &probe;
-        match self.map.lower_bound(Bound::Included(probe)) {
-            Some(e) if e.key().user_key.as_ref() == user_key => {
-                let seq = key::trailer_seq(e.key().trailer);
-                match e.key().kind() {
-                    Some(ValueKind::Put) => Lookup::Value(detach(e.value()), seq),
+        match self.map.lower_bound(&probe, true).map(|c| c.entry()) {
+            Some((k, v)) if k.user_key.as_ref() == user_key => {
+                let seq = key::trailer_seq(k.trailer);
+                match k.kind() {
+                    Some(ValueKind::Put) => Lookup::Value(detach(v), seq),
                     _ => Lookup::Deleted(seq),
                 }
             }
@@ -297,12 +293,12 @@ impl Memtable {
         let mut cur = match from {
             Some((user_key, trailer, inclusive)) => {
                 let probe = KeyRef::new(user_key, trailer);
-                self.map.lower_bound(bound(&probe, inclusive))
+                self.map.lower_bound(&probe, inclusive)
             }
             None => self.map.front(),
         };
         while let Some(e) = cur {
-            out.push_back((e.key().clone(), e.value().clone()));
+            out.push_back(e.entry().clone());
             if out.len() >= max {
                 break;
             }
@@ -320,30 +316,24 @@ impl Memtable {
     ) -> Option<Entry> {
         let probe = KeyRef::new(user_key, trailer);
         self.map
-            .upper_bound(bound(&probe, inclusive))
-            .map(|e| (e.key().clone(), e.value().clone()))
+            .upper_bound(&probe, inclusive)
+            .map(|e| e.entry().clone())
     }
 
     /// The first entry of the memtable.
     pub(crate) fn first(&self) -> Option<Entry> {
-        self.map
-            .front()
-            .map(|e| (e.key().clone(), e.value().clone()))
+        self.map.front().map(|e| e.entry().clone())
     }
 
     /// The last entry of the memtable.
     pub(crate) fn last(&self) -> Option<Entry> {
-        self.map
-            .back()
-            .map(|e| (e.key().clone(), e.value().clone()))
+        self.map.back().map(|e| e.entry().clone())
     }
 
     /// Every entry in internal-key order (for flushing a sealed memtable): shared, not
     /// copied, since they live no longer than the flush.
     pub(crate) fn iter(&self) -> impl Iterator<Item = Entry> + '_ {
-        self.map
-            .iter()
-            .map(|e| (e.key().clone(), e.value().clone()))
+        std::iter::successors(self.map.front(), |c| c.next()).map(|e| e.entry().clone())
     }
 }
 

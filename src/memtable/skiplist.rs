@@ -1,0 +1,682 @@
+//! The memtable's ordered index: a skiplist with one writer and any number of concurrent
+//! readers, whose nodes live in arrays owned by the list instead of an allocation each.
+//!
+//! Nodes are never removed, so there is nothing to reclaim while the list lives: a node is
+//! an index into a sequence of node arrays whose sizes double (256, 512, ... nodes), the
+//! links between nodes are `u32` indices in atomics, and the whole list goes back to the
+//! allocator in a few frees when the memtable is dropped. Compared with a general concurrent
+//! skiplist this saves a `malloc` per insert (and the flush thread's `free` of each, which
+//! contends on the writer's malloc arena), the epoch and reference-count bookkeeping of a list
+//! that supports removal, and memory: a node's links above the bottom level sit in one small
+//! shared array (a quarter of the nodes have any, at branching factor 4), which stays in
+//! cache while a search walks the upper levels.
+//!
+//! A search touches as little memory as it can. Every link is one 64-bit word: the index
+//! of the next node (or tower) and the top 32 bits of that node's key
+//! [prefix](crate::key::key_prefix), so a search decides whether to step right without
+//! loading the next node, unless the two keys share their first four bytes. The levels above
+//! the bottom, and the bottom link of every node that has them, live apart from the nodes in
+//! one array of towers (a node of height `h >= 2` owns `h + 2` adjacent slots there:
+//! `[prefix, node index, link at level 0, ..., link at level h - 1]`), about a tenth of the
+//! nodes' size, which stays in cache: a search walks the upper levels there, and loads a node
+//! only for each step it takes to the right on the bottom level.
+//!
+//! Publication: the writer fills a node (its entry, its prefix and its links) and then makes
+//! it reachable level by level from the bottom with `Release` stores; readers load links
+//! with `Acquire`, so a node a reader can reach is complete. Inserts are serialised by the
+//! list itself (a mutex held for one insert), though the memtable has only one writer anyway.
+
+use crate::key::{cmp_parts, InternalKey, KeyView};
+use bytes::Bytes;
+use parking_lot::Mutex;
+use std::cmp::Ordering;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::OnceLock;
+
+/// Most levels a node can have: with branching factor 4, enough for 4^12 (16 million)
+/// entries before searches get longer than logarithmic.
+const MAX_HEIGHT: usize = 12;
+
+/// log2 of the first array's size; array `k` holds `2^(k + FIRST_BITS)` slots.
+const FIRST_BITS: u32 = 8;
+
+/// Arrays: enough for `2^(ARRAYS + FIRST_BITS) - 2^FIRST_BITS` slots, past `u32`'s range.
+const ARRAYS: usize = 25;
+
+/// A node or tower reference: 0 is "none", `i + 1` is node (or tower) `i`.
+type Link = u32;
+
+/// A link as stored: the target's [`Link`] in the low half, the top half of its key prefix in
+/// the high half.
+fn pack(link: Link, prefix: u64) -> u64 {
+    (prefix & !0xffff_ffff) | u64::from(link)
+}
+
+fn link_of(word: u64) -> Link {
+    word as u32
+}
+
+/// A node: its bottom link (unless it has a tower, which holds it), its tower, its key's
+/// prefix and its entry.
+#[derive(Default)]
+#[repr(C)]
+struct Node {
+    next0: AtomicU64,
+    /// The tower's [`Link`] (0: none, height 1).
+    tower: AtomicU32,
+    prefix: AtomicU64,
+    entry: OnceLock<(InternalKey, Bytes)>,
+}
+
+/// Slots addressed by a `u32` index, in arrays of doubling size allocated as the index grows:
+/// growing never moves a slot, so readers hold plain references while the writer adds more.
+struct Slots<T> {
+    arrays: [OnceLock<Box<[T]>>; ARRAYS],
+}
+
+impl<T: Default> Slots<T> {
+    fn new() -> Self {
+        Slots {
+            arrays: std::array::from_fn(|_| OnceLock::new()),
+        }
+    }
+
+    /// The array holding slot `i`, and `i`'s offset in it.
+    fn locate(i: u32) -> (usize, usize) {
+        let biased = u64::from(i) + (1u64 << FIRST_BITS);
+        let k = biased.ilog2() - FIRST_BITS;
+        (k as usize, (biased - (1u64 << (k + FIRST_BITS))) as usize)
+    }
+
+    /// Slot `i`, if its array exists.
+    fn get(&self, i: u32) -> Option<&T> {
+        let (k, off) = Self::locate(i);
+        self.arrays.get(k)?.get()?.get(off)
+    }
+
+    /// Slot `i`, creating its array if needed (writer only). `None` past the last array.
+    fn get_or_grow(&self, i: u32) -> Option<&T> {
+        let (k, off) = Self::locate(i);
+        let len = 1usize << (k as u32 + FIRST_BITS);
+        self.arrays
+            .get(k)?
+            .get_or_init(|| (0..len).map(|_| T::default()).collect())
+            .get(off)
+    }
+
+    /// First index of the array after the one holding `i` (writer only).
+    fn next_array_start(i: u32) -> u32 {
+        let (k, _) = Self::locate(i);
+        let start = (1u64 << (k as u32 + 1 + FIRST_BITS)) - (1u64 << FIRST_BITS);
+        u32::try_from(start).unwrap_or(u32::MAX)
+    }
+
+    /// Bytes allocated so far.
+    #[cfg(test)]
+    fn allocated_bytes(&self) -> usize {
+        let mut total = 0;
+        for (k, a) in self.arrays.iter().enumerate() {
+            if a.get().is_some() {
+                total += (1usize << (k as u32 + FIRST_BITS)) * std::mem::size_of::<T>();
+            }
+        }
+        total
+    }
+}
+
+/// What only the writer touches.
+struct WriterState {
+    /// The next node index to hand out.
+    next_node: u32,
+    /// The next free slot of `towers`.
+    next_tower: u32,
+    /// xorshift state for node heights.
+    rng: u64,
+}
+
+/// A sorted map from internal key to value, one writer, lock-free readers.
+pub(crate) struct SkipList {
+    nodes: Slots<Node>,
+    towers: Slots<AtomicU64>,
+    /// The head's links: level 0 to a node, the others to towers.
+    head: [AtomicU64; MAX_HEIGHT],
+    /// Levels in use (at least 1): readers start their searches there.
+    height: AtomicUsize,
+    len: AtomicUsize,
+    writer: Mutex<WriterState>,
+}
+
+impl std::fmt::Debug for SkipList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SkipList")
+            .field("len", &self.len())
+            .field("height", &self.height.load(AtomicOrdering::Relaxed))
+            .finish()
+    }
+}
+
+/// Where a walk stands: at the head, at a node reached through its tower, or at a node.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Pos {
+    Head,
+    Tower(u32),
+    Node(u32),
+}
+
+/// A position in the list: a node whose entry can be read, and which knows its successor.
+#[derive(Clone, Copy)]
+pub(crate) struct Cursor<'a> {
+    list: &'a SkipList,
+    node: &'a Node,
+}
+
+impl<'a> Cursor<'a> {
+    /// The entry here.
+    pub(crate) fn entry(&self) -> &'a (InternalKey, Bytes) {
+        node_entry(self.node)
+    }
+
+    /// The next entry in order, if any.
+    pub(crate) fn next(&self) -> Option<Cursor<'a>> {
+        let word = self
+            .list
+            .bottom_slot_of(self.node)?
+            .load(AtomicOrdering::Acquire);
+        self.list.cursor(link_of(word))
+    }
+}
+
+/// A linked node's entry: it is set before the node is linked, and links are loaded with
+/// `Acquire`, so a reachable node always has one.
+fn node_entry(node: &Node) -> &(InternalKey, Bytes) {
+    node.entry
+        .get()
+        .expect("a node is linked only after its entry is set")
+}
+
+/// How a key compares with `probe`, given the link word that leads to it (its prefix's top
+/// half), its full prefix and its entry (both asked for only if the halves are equal).
+fn cmp_linked<'a>(
+    word: u64,
+    prefix: impl FnOnce() -> Option<u64>,
+    entry: impl FnOnce() -> Option<&'a (InternalKey, Bytes)>,
+    probe: &impl KeyView,
+) -> Ordering {
+    let p = probe.prefix();
+    match (word >> 32).cmp(&(p >> 32)) {
+        Ordering::Equal => {}
+        o => return o,
+    }
+    match prefix().map(|x| x.cmp(&p)) {
+        Some(Ordering::Equal) => {}
+        Some(o) => return o,
+        None => return Ordering::Greater,
+    }
+    match entry() {
+        Some((k, _)) => cmp_parts(&k.user_key, k.trailer, probe.user_key(), probe.trailer()),
+        None => Ordering::Greater,
+    }
+}
+
+/// Where a search stopped on each level: the last position before the probe.
+struct Preds {
+    /// Levels 1 and up: `Head` or `Tower`.
+    upper: [Pos; MAX_HEIGHT],
+    /// Level 0.
+    bottom: Pos,
+    /// The link out of `bottom` that the search stopped at (0: none), as it read it: a
+    /// reader must not read it again, or it may find a node inserted since, which can be
+    /// before the probe (a newer version of the key it looks for, say).
+    after: Link,
+}
+
+impl SkipList {
+    pub(crate) fn new() -> SkipList {
+        SkipList {
+            nodes: Slots::new(),
+            towers: Slots::new(),
+            head: std::array::from_fn(|_| AtomicU64::new(0)),
+            height: AtomicUsize::new(1),
+            len: AtomicUsize::new(0),
+            writer: Mutex::new(WriterState {
+                next_node: 0,
+                next_tower: 0,
+                rng: 0x2545_f491_4f6c_dd1d,
+            }),
+        }
+    }
+
+    /// Entries in the list.
+    pub(crate) fn len(&self) -> usize {
+        self.len.load(AtomicOrdering::Acquire)
+    }
+
+    /// Bytes of the node and tower arrays allocated so far (not the keys and values).
+    #[cfg(test)]
+    pub(crate) fn allocated_bytes(&self) -> usize {
+        self.nodes.allocated_bytes() + self.towers.allocated_bytes()
+    }
+
+    fn node(&self, link: Link) -> Option<&Node> {
+        self.nodes.get(link.checked_sub(1)?)
+    }
+
+    fn cursor(&self, link: Link) -> Option<Cursor<'_>> {
+        Some(Cursor {
+            list: self,
+            node: self.node(link)?,
+        })
+    }
+
+    fn tower_slot(&self, tower: u32, i: usize) -> Option<&AtomicU64> {
+        self.towers.get(tower.checked_add(u32::try_from(i).ok()?)?)
+    }
+
+    /// The node index a tower belongs to.
+    fn tower_node(&self, tower: u32) -> Option<u32> {
+        u32::try_from(self.tower_slot(tower, 1)?.load(AtomicOrdering::Relaxed)).ok()
+    }
+
+    /// The bottom link slot of `node`: in its tower if it has one.
+    fn bottom_slot_of<'a>(&'a self, node: &'a Node) -> Option<&'a AtomicU64> {
+        match node.tower.load(AtomicOrdering::Relaxed).checked_sub(1) {
+            Some(t) => self.tower_slot(t, 2),
+            None => Some(&node.next0),
+        }
+    }
+
+    /// The slot of the link leaving `pos` at `level` (a `Node` position only at level 0).
+    fn slot(&self, pos: Pos, level: usize) -> Option<&AtomicU64> {
+        match pos {
+            Pos::Head => self.head.get(level),
+            Pos::Tower(t) => self.tower_slot(t, 2 + level),
+            Pos::Node(n) => self.bottom_slot_of(self.nodes.get(n)?),
+        }
+    }
+
+    /// The last position before `probe` (or, if `or_equal`, not after it) on every level
+    /// below the list's height.
+    fn search(&self, probe: &impl KeyView, or_equal: bool) -> Preds {
+        let goes_right =
+            |ord: Ordering| ord == Ordering::Less || (or_equal && ord == Ordering::Equal);
+        let mut preds = Preds {
+            upper: [Pos::Head; MAX_HEIGHT],
+            bottom: Pos::Head,
+            after: 0,
+        };
+        let mut pos = Pos::Head;
+        let top = self.height.load(AtomicOrdering::Acquire);
+        for level in (1..top).rev() {
+            while let Some(slot) = self.slot(pos, level) {
+                let word = slot.load(AtomicOrdering::Acquire);
+                let Some(next) = link_of(word).checked_sub(1) else {
+                    break;
+                };
+                let prefix = || Some(self.tower_slot(next, 0)?.load(AtomicOrdering::Relaxed));
+                let entry = || self.nodes.get(self.tower_node(next)?).map(node_entry);
+                if !goes_right(cmp_linked(word, prefix, entry, probe)) {
+                    break;
+                }
+                pos = Pos::Tower(next);
+            }
+            preds.upper[level] = pos;
+        }
+        while let Some(slot) = self.slot(pos, 0) {
+            let word = slot.load(AtomicOrdering::Acquire);
+            let Some(next) = self.node(link_of(word)) else {
+                break;
+            };
+            let prefix = || Some(next.prefix.load(AtomicOrdering::Relaxed));
+            if !goes_right(cmp_linked(word, prefix, || Some(node_entry(next)), probe)) {
+                preds.after = link_of(word);
+                break;
+            }
+            pos = Pos::Node(link_of(word) - 1);
+        }
+        preds.bottom = pos;
+        preds
+    }
+
+    /// The node at a bottom-level position (`None` for the head).
+    fn at(&self, pos: Pos) -> Option<Cursor<'_>> {
+        let n = match pos {
+            Pos::Head => return None,
+            Pos::Tower(t) => self.tower_node(t)?,
+            Pos::Node(n) => n,
+        };
+        self.cursor(n.checked_add(1)?)
+    }
+
+    /// The first entry at or after `probe` (after it if not `inclusive`).
+    pub(crate) fn lower_bound(&self, probe: &impl KeyView, inclusive: bool) -> Option<Cursor<'_>> {
+        self.cursor(self.search(probe, !inclusive).after)
+    }
+
+    /// The last entry at or before `probe` (before it if not `inclusive`).
+    pub(crate) fn upper_bound(&self, probe: &impl KeyView, inclusive: bool) -> Option<Cursor<'_>> {
+        self.at(self.search(probe, inclusive).bottom)
+    }
+
+    /// The first entry.
+    pub(crate) fn front(&self) -> Option<Cursor<'_>> {
+        self.cursor(link_of(self.head[0].load(AtomicOrdering::Acquire)))
+    }
+
+    /// The last entry.
+    pub(crate) fn back(&self) -> Option<Cursor<'_>> {
+        let mut pos = Pos::Head;
+        let top = self.height.load(AtomicOrdering::Acquire);
+        for level in (0..top).rev() {
+            while let Some(slot) = self.slot(pos, level) {
+                let Some(next) = link_of(slot.load(AtomicOrdering::Acquire)).checked_sub(1) else {
+                    break;
+                };
+                pos = if level == 0 {
+                    Pos::Node(next)
+                } else {
+                    Pos::Tower(next)
+                };
+            }
+        }
+        self.at(pos)
+    }
+
+    /// Inserts `key -> value`. Keys are unique in a memtable (every write has its own
+    /// sequence number); an equal key would go in before the one there, and be found first.
+    /// Returns false, inserting nothing, if the list is full (`u32::MAX` nodes).
+    pub(crate) fn insert(&self, key: InternalKey, value: Bytes) -> bool {
+        let mut w = self.writer.lock();
+        let height = random_height(&mut w.rng);
+        let index = w.next_node;
+        let (Some(node), Some(link)) = (self.nodes.get_or_grow(index), index.checked_add(1)) else {
+            return false;
+        };
+        let prefix = key.prefix();
+        let mut tower = None;
+        if height > 1 {
+            let Some((base, next_free)) = self.grow_tower(w.next_tower, height + 2) else {
+                return false;
+            };
+            w.next_tower = next_free;
+            for i in 0..height + 2 {
+                let v = match i {
+                    0 => prefix,
+                    1 => u64::from(index),
+                    _ => 0,
+                };
+                if let Some(slot) = self.tower_slot(base, i) {
+                    slot.store(v, AtomicOrdering::Relaxed);
+                }
+            }
+            tower = Some(base);
+        }
+        w.next_node = link;
+        node.prefix.store(prefix, AtomicOrdering::Relaxed);
+        node.tower
+            .store(tower.map_or(0, |t| t + 1), AtomicOrdering::Relaxed);
+        let preds = self.search(&key, false);
+        let _ = node.entry.set((key, value));
+        // Bottom up, each level's link is set on the new node before the node is made
+        // reachable there.
+        if let (Some(from), Some(mine)) = (self.slot(preds.bottom, 0), self.bottom_slot_of(node)) {
+            mine.store(from.load(AtomicOrdering::Relaxed), AtomicOrdering::Relaxed);
+            from.store(pack(link, prefix), AtomicOrdering::Release);
+        }
+        if let Some(t) = tower {
+            // Levels above the old height start at the head, which `preds` says.
+            if height > self.height.load(AtomicOrdering::Relaxed) {
+                self.height.store(height, AtomicOrdering::Release);
+            }
+            for level in 1..height {
+                let (Some(from), Some(mine)) = (
+                    self.slot(preds.upper[level], level),
+                    self.slot(Pos::Tower(t), level),
+                ) else {
+                    continue;
+                };
+                mine.store(from.load(AtomicOrdering::Relaxed), AtomicOrdering::Relaxed);
+                from.store(pack(t + 1, prefix), AtomicOrdering::Release);
+            }
+        }
+        self.len.fetch_add(1, AtomicOrdering::Release);
+        true
+    }
+
+    /// Room for a tower of `slots` adjacent slots at or after `from`, in one array (writer
+    /// only): its first slot and the first one after it, or `None` past `u32`'s range.
+    fn grow_tower(&self, from: u32, slots: usize) -> Option<(u32, u32)> {
+        let span = u32::try_from(slots).ok()?;
+        let fits = |b: u32| {
+            b.checked_add(span - 1).is_some_and(|last| {
+                Slots::<AtomicU64>::locate(last).0 == Slots::<AtomicU64>::locate(b).0
+            })
+        };
+        let base = if fits(from) {
+            from
+        } else {
+            Slots::<AtomicU64>::next_array_start(from)
+        };
+        if !fits(base) {
+            return None;
+        }
+        let last = base + (span - 1);
+        self.towers.get_or_grow(last)?;
+        Some((base, last.checked_add(1)?))
+    }
+}
+
+/// A height with `P(h) = 3/4 * (1/4)^(h-1)`, at most [`MAX_HEIGHT`] (branching factor 4).
+fn random_height(rng: &mut u64) -> usize {
+    let mut x = *rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *rng = x;
+    (1 + (x.trailing_zeros() / 2) as usize).min(MAX_HEIGHT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::{KeyRef, ValueKind};
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    fn ikey(user: &[u8], seq: u64) -> InternalKey {
+        InternalKey::new(Bytes::copy_from_slice(user), seq, ValueKind::Put)
+    }
+
+    /// The model's order: user key ascending, then sequence descending.
+    type Model = BTreeMap<(Vec<u8>, std::cmp::Reverse<u64>), u64>;
+
+    fn seq_of(k: &InternalKey) -> u64 {
+        crate::key::trailer_seq(k.trailer)
+    }
+
+    fn collect(list: &SkipList) -> Vec<(Vec<u8>, u64)> {
+        std::iter::successors(list.front(), |c| c.next())
+            .map(|c| (c.entry().0.user_key.to_vec(), seq_of(&c.entry().0)))
+            .collect()
+    }
+
+    #[test]
+    fn slots_locate_every_index_once_and_arrays_double() {
+        let mut expected = (0usize, 0usize);
+        for i in 0..100_000u32 {
+            let got = Slots::<u8>::locate(i);
+            assert_eq!(got, expected, "slot {i}");
+            expected.1 += 1;
+            if expected.1 == 1 << (expected.0 as u32 + FIRST_BITS) {
+                expected = (expected.0 + 1, 0);
+                assert_eq!(Slots::<u8>::next_array_start(i), i + 1);
+            }
+        }
+        assert_eq!(Slots::<u8>::locate(u32::MAX).0, ARRAYS - 1);
+    }
+
+    #[test]
+    fn towers_never_straddle_two_arrays() {
+        let list = SkipList::new();
+        // Start just before the end of the first array: a tower of 5 slots must move on.
+        let first_len = 1u32 << FIRST_BITS;
+        let (base, next) = list.grow_tower(first_len - 2, 5).unwrap();
+        assert_eq!(base, first_len);
+        assert_eq!(next, first_len + 5);
+        let (base, _) = list.grow_tower(next, 5).unwrap();
+        assert_eq!(base, next);
+    }
+
+    #[test]
+    fn ordered_by_internal_key_and_bounds_agree_with_a_model() {
+        let list = SkipList::new();
+        let mut model = Model::new();
+        let mut rng = 7u64;
+        // Keys share their first four (and often eight) bytes, so that the packed prefixes
+        // tie and searches fall back to whole keys.
+        for seq in 1..=20_000u64 {
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let user = format!("user{:06}", (rng >> 33) % 3000).into_bytes();
+            assert!(list.insert(ikey(&user, seq), Bytes::from(seq.to_be_bytes().to_vec())));
+            model.insert((user, std::cmp::Reverse(seq)), seq);
+        }
+        assert_eq!(list.len(), model.len());
+        let want: Vec<(Vec<u8>, u64)> = model.keys().map(|(u, s)| (u.clone(), s.0)).collect();
+        assert_eq!(collect(&list), want);
+        for probe_user in [
+            "user000000",
+            "user001500",
+            "user002999",
+            "user9",
+            "a",
+            "userz",
+        ] {
+            for seq in [0u64, 1, 10_000, 20_000, u64::MAX >> 8] {
+                let probe = KeyRef::new(probe_user.as_bytes(), crate::key::lookup_trailer(seq));
+                let pk = (probe_user.as_bytes().to_vec(), std::cmp::Reverse(seq));
+                let at_or_after = model
+                    .range(pk.clone()..)
+                    .next()
+                    .map(|(k, _)| (k.0.clone(), k.1 .0));
+                let got = list
+                    .lower_bound(&probe, true)
+                    .map(|c| (c.entry().0.user_key.to_vec(), seq_of(&c.entry().0)));
+                assert_eq!(got, at_or_after, "lower_bound {probe_user} {seq}");
+                let before = model
+                    .range(..pk.clone())
+                    .next_back()
+                    .map(|(k, _)| (k.0.clone(), k.1 .0));
+                let got = list
+                    .upper_bound(&probe, false)
+                    .map(|c| (c.entry().0.user_key.to_vec(), seq_of(&c.entry().0)));
+                assert_eq!(got, before, "upper_bound {probe_user} {seq}");
+            }
+        }
+        let last = model.keys().next_back().map(|(u, s)| (u.clone(), s.0));
+        let got = list
+            .back()
+            .map(|c| (c.entry().0.user_key.to_vec(), seq_of(&c.entry().0)));
+        assert_eq!(got, last);
+    }
+
+    #[test]
+    fn empty_list_has_no_entries_and_no_bounds() {
+        let list = SkipList::new();
+        let probe = KeyRef::new(b"k", crate::key::lookup_trailer(5));
+        assert_eq!(list.len(), 0);
+        assert!(list.front().is_none());
+        assert!(list.back().is_none());
+        assert!(list.lower_bound(&probe, true).is_none());
+        assert!(list.upper_bound(&probe, true).is_none());
+        assert_eq!(list.allocated_bytes(), 0);
+    }
+
+    #[test]
+    fn readers_during_inserts_see_sorted_complete_prefixes() {
+        let list = Arc::new(SkipList::new());
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let (list, done) = (list.clone(), done.clone());
+                std::thread::spawn(move || {
+                    let mut rounds = 0u64;
+                    while !done.load(AtomicOrdering::Acquire) || rounds < 3 {
+                        let len_before = list.len();
+                        let seen = collect(&list);
+                        assert!(
+                            seen.len() >= len_before,
+                            "an acknowledged insert went missing"
+                        );
+                        assert!(seen.windows(2).all(|w| (&w[0].0, std::cmp::Reverse(w[0].1))
+                            < (&w[1].0, std::cmp::Reverse(w[1].1))));
+                        for (user, seq) in seen.iter().step_by(97) {
+                            let probe = KeyRef::new(user, crate::key::lookup_trailer(*seq));
+                            let c = list.lower_bound(&probe, true).expect("present");
+                            assert_eq!(
+                                (c.entry().0.user_key.as_ref(), seq_of(&c.entry().0)),
+                                (&user[..], *seq)
+                            );
+                        }
+                        rounds += 1;
+                    }
+                })
+            })
+            .collect();
+        for seq in 1..=30_000u64 {
+            let user = (seq.wrapping_mul(0x9e37_79b9_7f4a_7c15)).to_be_bytes();
+            assert!(list.insert(ikey(&user, seq), Bytes::new()));
+        }
+        done.store(true, AtomicOrdering::Release);
+        for r in readers {
+            r.join().unwrap();
+        }
+        assert_eq!(collect(&list).len(), 30_000);
+    }
+
+    #[test]
+    fn a_bound_never_returns_an_entry_inserted_after_the_search_passed_it() {
+        // Every insert lands right where the reader's search stops: after everything before
+        // the probe, before the entry the probe looks for.
+        let list = Arc::new(SkipList::new());
+        list.insert(ikey(b"k", 1), Bytes::new());
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reader = {
+            let (list, done) = (list.clone(), done.clone());
+            std::thread::spawn(move || {
+                let probe = KeyRef::new(b"k", crate::key::lookup_trailer(1));
+                let mut checks = 0u64;
+                while !done.load(AtomicOrdering::Acquire) {
+                    let c = list.lower_bound(&probe, true).expect("k is there");
+                    assert_eq!(&c.entry().0.user_key[..], b"k", "a bound before the probe");
+                    checks += 1;
+                }
+                checks
+            })
+        };
+        for seq in 2..300_000u64 {
+            let mut user = b"j".to_vec();
+            user.extend_from_slice(&seq.to_be_bytes());
+            list.insert(ikey(&user, seq), Bytes::new());
+        }
+        done.store(true, AtomicOrdering::Release);
+        assert!(reader.join().unwrap() > 0);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn any_insert_order_iterates_sorted(users in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..12), 1..300)) {
+            let list = SkipList::new();
+            let mut model = Model::new();
+            for (i, u) in users.iter().enumerate() {
+                let seq = i as u64 + 1;
+                list.insert(ikey(u, seq), Bytes::new());
+                model.insert((u.clone(), std::cmp::Reverse(seq)), seq);
+            }
+            let want: Vec<(Vec<u8>, u64)> = model.keys().map(|(u, s)| (u.clone(), s.0)).collect();
+            prop_assert_eq!(collect(&list), want);
+        }
+    }
+}
