@@ -81,7 +81,35 @@ pub(crate) fn user_key(ikey: &[u8]) -> &[u8] {
 
 /// Compares two (user key, trailer) pairs in internal-key order.
 pub(crate) fn cmp_parts(a_user: &[u8], a_trailer: u64, b_user: &[u8], b_trailer: u64) -> Ordering {
-    a_user.cmp(b_user).then(b_trailer.cmp(&a_trailer))
+    cmp_user(a_user, b_user).then(b_trailer.cmp(&a_trailer))
+}
+
+/// Compares two user keys bytewise, as `a.cmp(b)`, but first compares their first eight
+/// bytes as one big-endian number when both have eight: distinct keys of a typical workload
+/// differ there, and a compaction compares several keys per entry, where a call to `memcmp`
+/// for each cost about a tenth of the compaction thread's time.
+#[inline]
+pub(crate) fn cmp_user(a: &[u8], b: &[u8]) -> Ordering {
+    if let (Some(x), Some(y)) = (a.first_chunk::<8>(), b.first_chunk::<8>()) {
+        let (x, y) = (u64::from_be_bytes(*x), u64::from_be_bytes(*y));
+        if x != y {
+            return x.cmp(&y);
+        }
+    }
+    a.cmp(b)
+}
+
+/// `a == b` for user keys, deciding on the first eight bytes when they differ (see
+/// [`cmp_user`]).
+#[inline]
+pub(crate) fn same_user(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    match (a.first_chunk::<8>(), b.first_chunk::<8>()) {
+        (Some(x), Some(y)) if x != y => false,
+        _ => a == b,
+    }
 }
 
 /// Compares two encoded internal keys. Malformed keys (shorter than a trailer) sort first.
@@ -228,6 +256,32 @@ impl Ord for dyn KeyView + '_ {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn user_key_comparisons_agree_with_bytewise_order() {
+        let keys: Vec<&[u8]> = vec![
+            b"",
+            b"a",
+            b"abcdefg",
+            b"abcdefgh",
+            b"abcdefgh\0",
+            b"abcdefgi",
+            b"abcdefghij",
+            b"abcdefghik",
+            b"abcdefgz",
+            b"\xff\xff\xff\xff\xff\xff\xff\xff",
+            b"\xff",
+            b"b",
+            b"\0\0\0\0\0\0\0\0",
+            b"\0\0\0\0\0\0\0\0\0",
+        ];
+        for a in &keys {
+            for b in &keys {
+                assert_eq!(cmp_user(a, b), a.cmp(b), "{a:?} {b:?}");
+                assert_eq!(same_user(a, b), a == b, "{a:?} {b:?}");
+            }
+        }
+    }
 
     #[test]
     fn newer_versions_sort_first_and_user_keys_ascend() {

@@ -308,7 +308,9 @@ struct GrandparentCut<'a> {
 
 impl GrandparentCut<'_> {
     fn should_cut_before(&mut self, user_key: &[u8]) -> bool {
-        while self.i < self.tables.len() && self.tables[self.i].meta.largest_user() < user_key {
+        while self.i < self.tables.len()
+            && key::cmp_user(self.tables[self.i].meta.largest_user(), user_key).is_lt()
+        {
             if self.seen_key {
                 self.overlapped += self.tables[self.i].meta.size;
             }
@@ -433,7 +435,7 @@ pub(crate) fn compact(
         if n.is_multiple_of(1024) && ctx.shutting_down.load(Ordering::Relaxed) {
             return Err(Error::Closed);
         }
-        let new_key = n == 1 || current_user[..] != e.user_key[..];
+        let new_key = n == 1 || !key::same_user(&current_user, &e.user_key);
         if new_key {
             current_user.clear();
             current_user.extend_from_slice(&e.user_key);

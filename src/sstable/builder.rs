@@ -136,7 +136,7 @@ impl TableBuilder {
             self.props.entries == 0 || key::cmp_encoded(&self.props.largest, ikey).is_lt(),
             "keys out of order"
         );
-        if self.props.entries == 0 || self.last_user_key != user {
+        if self.props.entries == 0 || !key::same_user(&self.last_user_key, user) {
             if let Some(f) = self.filter.as_mut() {
                 f.add_hash(hash_key(user));
             }
