@@ -209,8 +209,8 @@ impl Memtable {
             .map
             .insert(InternalKey::new(user_key, seq, kind), value)
         {
-            // Only past 2^32 - 1 entries, which `memtable_size` (at most 4 GiB, and every
-            // entry costs more than a byte) keeps a memtable far from.
+            // Only past 2^31 - 1 entries: `approx_bytes` reports a memtable full a million
+            // entries before, so the writer seals it first unless one batch alone holds more.
             log::error!("memtable skiplist full: an entry was not inserted");
         }
         self.approx_bytes.fetch_add(size, Ordering::Relaxed);
@@ -239,8 +239,13 @@ impl Memtable {
             .then(|| self.range_dels.load_full())
     }
 
-    /// Approximate memory held, in bytes.
+    /// Approximate memory held, in bytes; `usize::MAX` once the skiplist nears its entry
+    /// limit, so that the writer seals the memtable (a memory limit far above any
+    /// `memtable_size` in use would otherwise let it fill).
     pub(crate) fn approx_bytes(&self) -> usize {
+        if self.map.len() >= skiplist::NEARLY_FULL {
+            return usize::MAX;
+        }
         self.approx_bytes.load(Ordering::Relaxed)
     }
 

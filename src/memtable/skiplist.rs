@@ -3,17 +3,19 @@
 //!
 //! Nodes are never removed, so there is nothing to reclaim while the list lives: a node is
 //! an index into a sequence of node arrays whose sizes double (256, 512, ... nodes), the
-//! links between nodes are `u32` indices in atomics, and the whole list goes back to the
-//! allocator in a few frees when the memtable is dropped. Compared with a general concurrent
+//! links between nodes are indices in atomics (up to 2^31 - 1 nodes), and the whole list
+//! goes back to the allocator in a few frees when the memtable is dropped. Compared with a general concurrent
 //! skiplist this saves a `malloc` per insert (and the flush thread's `free` of each, which
 //! contends on the writer's malloc arena), the epoch and reference-count bookkeeping of a list
 //! that supports removal, and memory: a node's links above the bottom level sit in one small
 //! shared array (a quarter of the nodes have any, at branching factor 4), which stays in
 //! cache while a search walks the upper levels.
 //!
-//! A search touches as little memory as it can. Every link is one 64-bit word: the index
-//! of the next node (or tower) and the top 32 bits of that node's key
-//! [prefix](crate::key::key_prefix), so a search decides whether to step right without
+//! A search touches as little memory as it can. A node is 16 bytes, its bottom link and its
+//! key's 8-byte [prefix](crate::key::key_prefix); its entry (key and value) sits in a separate
+//! array, read only when two prefixes tie, so the nodes a search steps through stay in cache
+//! far longer. Every link is one 64-bit word: the index of the next node (or tower) and the
+//! top 32 bits of that node's key prefix, so a search decides whether to step right without
 //! loading the next node, unless the two keys share their first four bytes. The levels above
 //! the bottom, and the bottom link of every node that has them, live apart from the nodes in
 //! one array of towers (a node of height `h >= 2` owns `h + 2` adjacent slots there:
@@ -30,7 +32,7 @@ use crate::key::{cmp_parts, InternalKey, KeyView};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::cmp::Ordering;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::OnceLock;
 
 /// Most levels a node can have: with branching factor 4, enough for 4^12 (16 million)
@@ -56,17 +58,30 @@ fn link_of(word: u64) -> Link {
     word as u32
 }
 
-/// A node: its bottom link (unless it has a tower, which holds it), its tower, its key's
-/// prefix and its entry.
+/// Marks a node's `next0` as naming its tower (which holds its bottom link) rather than
+/// being the link: nodes and towers are numbered below it.
+const TOWER_FLAG: u64 = 1 << 31;
+
+/// Most nodes, and most tower slots: indices stay below [`TOWER_FLAG`].
+const MAX_INDEX: u32 = (1 << 31) - 2;
+
+/// Entries past which the list reports itself nearly full: [`MAX_INDEX`] less room for a
+/// million more (a write group holds at most 1 MiB of operations unless one batch alone is
+/// larger, and an operation takes at least 3 bytes).
+pub(crate) const NEARLY_FULL: usize = MAX_INDEX as usize - (1 << 20);
+
+/// A node: its bottom link, or, if it has a tower, `TOWER_FLAG | tower index` (the tower
+/// holds its bottom link then), and its key's prefix. 16 bytes, so that the nodes a search
+/// steps through on the bottom level are mostly in cache; its entry is in a separate array,
+/// read only when prefixes tie.
 #[derive(Default)]
-#[repr(C)]
 struct Node {
     next0: AtomicU64,
-    /// The tower's [`Link`] (0: none, height 1).
-    tower: AtomicU32,
     prefix: AtomicU64,
-    entry: OnceLock<(InternalKey, Bytes)>,
 }
+
+/// A node's entry, set once before the node is linked.
+type EntrySlot = OnceLock<(InternalKey, Bytes)>;
 
 /// Slots addressed by a `u32` index, in arrays of doubling size allocated as the index grows:
 /// growing never moves a slot, so readers hold plain references while the writer adds more.
@@ -137,6 +152,7 @@ struct WriterState {
 /// A sorted map from internal key to value, one writer, lock-free readers.
 pub(crate) struct SkipList {
     nodes: Slots<Node>,
+    entries: Slots<EntrySlot>,
     towers: Slots<AtomicU64>,
     /// The head's links: level 0 to a node, the others to towers.
     head: [AtomicU64; MAX_HEIGHT],
@@ -167,13 +183,14 @@ enum Pos {
 #[derive(Clone, Copy)]
 pub(crate) struct Cursor<'a> {
     list: &'a SkipList,
+    index: u32,
     node: &'a Node,
 }
 
 impl<'a> Cursor<'a> {
     /// The entry here.
     pub(crate) fn entry(&self) -> &'a (InternalKey, Bytes) {
-        node_entry(self.node)
+        self.list.entry(self.index)
     }
 
     /// The next entry in order, if any.
@@ -184,14 +201,6 @@ impl<'a> Cursor<'a> {
             .load(AtomicOrdering::Acquire);
         self.list.cursor(link_of(word))
     }
-}
-
-/// A linked node's entry: it is set before the node is linked, and links are loaded with
-/// `Acquire`, so a reachable node always has one.
-fn node_entry(node: &Node) -> &(InternalKey, Bytes) {
-    node.entry
-        .get()
-        .expect("a node is linked only after its entry is set")
 }
 
 /// How a key compares with `probe`, given the link word that leads to it (its prefix's top
@@ -234,6 +243,7 @@ impl SkipList {
     pub(crate) fn new() -> SkipList {
         SkipList {
             nodes: Slots::new(),
+            entries: Slots::new(),
             towers: Slots::new(),
             head: std::array::from_fn(|_| AtomicU64::new(0)),
             height: AtomicUsize::new(1),
@@ -254,7 +264,9 @@ impl SkipList {
     /// Bytes of the node and tower arrays allocated so far (not the keys and values).
     #[cfg(test)]
     pub(crate) fn allocated_bytes(&self) -> usize {
-        self.nodes.allocated_bytes() + self.towers.allocated_bytes()
+        self.nodes.allocated_bytes()
+            + self.entries.allocated_bytes()
+            + self.towers.allocated_bytes()
     }
 
     fn node(&self, link: Link) -> Option<&Node> {
@@ -264,8 +276,18 @@ impl SkipList {
     fn cursor(&self, link: Link) -> Option<Cursor<'_>> {
         Some(Cursor {
             list: self,
+            index: link.checked_sub(1)?,
             node: self.node(link)?,
         })
+    }
+
+    /// Node `index`'s entry: it is set before the node is linked, and links are loaded with
+    /// `Acquire`, so a reachable node always has one.
+    fn entry(&self, index: u32) -> &(InternalKey, Bytes) {
+        self.entries
+            .get(index)
+            .and_then(OnceLock::get)
+            .expect("a node is linked only after its entry is set")
     }
 
     fn tower_slot(&self, tower: u32, i: usize) -> Option<&AtomicU64> {
@@ -279,9 +301,11 @@ impl SkipList {
 
     /// The bottom link slot of `node`: in its tower if it has one.
     fn bottom_slot_of<'a>(&'a self, node: &'a Node) -> Option<&'a AtomicU64> {
-        match node.tower.load(AtomicOrdering::Relaxed).checked_sub(1) {
-            Some(t) => self.tower_slot(t, 2),
-            None => Some(&node.next0),
+        let w = node.next0.load(AtomicOrdering::Relaxed);
+        if w & TOWER_FLAG != 0 {
+            self.tower_slot((w & !TOWER_FLAG) as u32, 2)
+        } else {
+            Some(&node.next0)
         }
     }
 
@@ -313,7 +337,7 @@ impl SkipList {
                     break;
                 };
                 let prefix = || Some(self.tower_slot(next, 0)?.load(AtomicOrdering::Relaxed));
-                let entry = || self.nodes.get(self.tower_node(next)?).map(node_entry);
+                let entry = || Some(self.entry(self.tower_node(next)?));
                 if !goes_right(cmp_linked(word, prefix, entry, probe)) {
                     break;
                 }
@@ -327,7 +351,8 @@ impl SkipList {
                 break;
             };
             let prefix = || Some(next.prefix.load(AtomicOrdering::Relaxed));
-            if !goes_right(cmp_linked(word, prefix, || Some(node_entry(next)), probe)) {
+            let entry = || Some(self.entry(link_of(word) - 1));
+            if !goes_right(cmp_linked(word, prefix, entry, probe)) {
                 preds.after = link_of(word);
                 break;
             }
@@ -383,12 +408,19 @@ impl SkipList {
 
     /// Inserts `key -> value`. Keys are unique in a memtable (every write has its own
     /// sequence number); an equal key would go in before the one there, and be found first.
-    /// Returns false, inserting nothing, if the list is full (`u32::MAX` nodes).
+    /// Returns false, inserting nothing, if the list is full (2^31 - 1 nodes).
     pub(crate) fn insert(&self, key: InternalKey, value: Bytes) -> bool {
         let mut w = self.writer.lock();
         let height = random_height(&mut w.rng);
         let index = w.next_node;
-        let (Some(node), Some(link)) = (self.nodes.get_or_grow(index), index.checked_add(1)) else {
+        if index > MAX_INDEX {
+            return false;
+        }
+        let (Some(node), Some(entry), Some(link)) = (
+            self.nodes.get_or_grow(index),
+            self.entries.get_or_grow(index),
+            index.checked_add(1),
+        ) else {
             return false;
         };
         let prefix = key.prefix();
@@ -412,10 +444,12 @@ impl SkipList {
         }
         w.next_node = link;
         node.prefix.store(prefix, AtomicOrdering::Relaxed);
-        node.tower
-            .store(tower.map_or(0, |t| t + 1), AtomicOrdering::Relaxed);
+        if let Some(t) = tower {
+            node.next0
+                .store(TOWER_FLAG | u64::from(t), AtomicOrdering::Relaxed);
+        }
         let preds = self.search(&key, false);
-        let _ = node.entry.set((key, value));
+        let _ = entry.set((key, value));
         // Bottom up, each level's link is set on the new node before the node is made
         // reachable there.
         if let (Some(from), Some(mine)) = (self.slot(preds.bottom, 0), self.bottom_slot_of(node)) {
@@ -460,6 +494,9 @@ impl SkipList {
             return None;
         }
         let last = base + (span - 1);
+        if last > MAX_INDEX {
+            return None;
+        }
         self.towers.get_or_grow(last)?;
         Some((base, last.checked_add(1)?))
     }
