@@ -10,6 +10,7 @@
 
 use super::bits::{filter_for_new_table, Incoming};
 use super::picker::{max_grandparent_overlap, Plan};
+use super::syncer::Syncer;
 use crate::error::{io_context, Error, Result};
 use crate::filename;
 use crate::filter::TableFilter;
@@ -69,6 +70,9 @@ struct Outputs<'a> {
     lower: Option<Bytes>,
     /// The user key of the last entry added.
     last_user: Vec<u8>,
+    /// Syncs finished tables while the next is written (compactions); `None`: each table is
+    /// synced as it is finished (a flush, which writes one).
+    syncer: Option<Syncer>,
 }
 
 impl<'a> Outputs<'a> {
@@ -77,8 +81,10 @@ impl<'a> Outputs<'a> {
         level: u32,
         filter: TableFilter,
         range_dels: Fragments,
+        syncer: Option<Syncer>,
     ) -> Self {
         Outputs {
+            syncer,
             ctx,
             level,
             filter,
@@ -153,7 +159,13 @@ impl<'a> Outputs<'a> {
         };
         builder.set_range_tombstones(span);
         let path = filename::table_path(self.ctx.dir, number);
-        let built = match builder.finish() {
+        let finished = match self.syncer.as_mut() {
+            Some(syncer) => builder
+                .finish_unsynced()
+                .and_then(|(built, file, path)| syncer.submit(path, file).map(|()| built)),
+            None => builder.finish(),
+        };
+        let built = match finished {
             Ok(b) => b,
             Err(e) => {
                 let _ = self.ctx.fs.remove(&path);
@@ -178,10 +190,13 @@ impl<'a> Outputs<'a> {
         Ok(())
     }
 
-    /// Syncs the directory so that the new files' names are durable before the manifest
-    /// refers to them.
+    /// Waits until every table is synced, then syncs the directory so that the new files'
+    /// names are durable before the manifest refers to them.
     fn commit(mut self) -> Result<Vec<(FileMeta, Arc<TableHandle>)>> {
         self.finish_current(None)?;
+        if let Some(syncer) = self.syncer.take() {
+            syncer.wait()?;
+        }
         if !self.done.is_empty() {
             self.ctx
                 .fs
@@ -194,6 +209,8 @@ impl<'a> Outputs<'a> {
 
 impl Drop for Outputs<'_> {
     fn drop(&mut self) {
+        // Syncs still in flight end first: nothing of the job's outlives it.
+        drop(self.syncer.take());
         // Reached with tables still listed only when the job failed: delete them.
         let mut pending = self.ctx.pending_outputs.lock();
         if let Some((number, _)) = self.current.take() {
@@ -238,7 +255,7 @@ pub(crate) fn flush_memtable(
         .range_tombstones()
         .map(|r| r.fragments().collapse(smallest_snapshot, |_| false))
         .unwrap_or_default();
-    let mut outputs = Outputs::new(ctx, 0, filter, range_dels);
+    let mut outputs = Outputs::new(ctx, 0, filter, range_dels, None);
     for (k, v) in mem.iter() {
         outputs.add(&k.user_key, k.trailer, &v)?;
     }
@@ -416,7 +433,7 @@ pub(crate) fn compact(
     let kept_rd = input_rd.collapse(smallest_snapshot, |f| {
         !overlaps_deeper(version, out_level, &f.start, f.end.as_deref())
     });
-    let mut outputs = Outputs::new(ctx, out_level as u32, filter, kept_rd);
+    let mut outputs = Outputs::new(ctx, out_level as u32, filter, kept_rd, Some(Syncer::new()));
     let mut deeper = DeeperLevels::new(version, out_level);
     let mut cut = GrandparentCut {
         tables: &plan.grandparents,

@@ -10,6 +10,7 @@ pub(crate) mod bits;
 mod job;
 pub(crate) mod manual;
 pub(crate) mod picker;
+mod syncer;
 
 pub(crate) use job::{compact, flush_memtable, JobContext, JobOutput};
 pub(crate) use picker::Plan;

@@ -244,7 +244,17 @@ impl TableBuilder {
     }
 
     /// Writes the remaining blocks and the footer, and syncs the file.
-    pub(crate) fn finish(mut self) -> Result<BuiltTable> {
+    pub(crate) fn finish(self) -> Result<BuiltTable> {
+        let (built, mut file, path) = self.finish_unsynced()?;
+        file.sync().map_err(|e| io_context("sync", &path, e))?;
+        Ok(built)
+    }
+
+    /// [`finish`](Self::finish) without the sync: returns the file (and its path) for the
+    /// caller to sync before anything refers to the table.
+    pub(crate) fn finish_unsynced(
+        mut self,
+    ) -> Result<(BuiltTable, Box<dyn WritableFile>, PathBuf)> {
         self.flush_data_block()?;
         if let Some((last, handle)) = self.pending_index.take() {
             // The last block keeps its exact last key: nothing follows it to separate from.
@@ -283,15 +293,13 @@ impl TableBuilder {
         self.out.extend_from_slice(&footer);
         self.offset += footer.len() as u64;
         self.write_out()?;
-        self.file
-            .sync()
-            .map_err(|e| io_context("sync", &self.path, e))?;
         let bounds = table_bounds(&self.props, Some(&self.range_dels));
-        Ok(BuiltTable {
+        let built = BuiltTable {
             file_size: self.offset,
             bounds,
             fuse_fell_back,
-        })
+        };
+        Ok((built, self.file, self.path))
     }
 }
 
