@@ -147,6 +147,10 @@ struct WriterState {
     next_tower: u32,
     /// xorshift state for node heights.
     rng: u64,
+    /// If the last insert appended its node at the end of the list: that node and where a
+    /// search for a key after it would stop on every level. An ascending load (a sequential
+    /// fill) then inserts with one comparison instead of a search (RocksDB's insert hint).
+    tail: Option<(u32, Preds)>,
 }
 
 /// A sorted map from internal key to value, one writer, lock-free readers.
@@ -228,6 +232,7 @@ fn cmp_linked<'a>(
 }
 
 /// Where a search stopped on each level: the last position before the probe.
+#[derive(Clone, Copy)]
 struct Preds {
     /// Levels 1 and up: `Head` or `Tower`.
     upper: [Pos; MAX_HEIGHT],
@@ -252,6 +257,7 @@ impl SkipList {
                 next_node: 0,
                 next_tower: 0,
                 rng: 0x2545_f491_4f6c_dd1d,
+                tail: None,
             }),
         }
     }
@@ -448,12 +454,18 @@ impl SkipList {
             node.next0
                 .store(TOWER_FLAG | u64::from(t), AtomicOrdering::Relaxed);
         }
-        let preds = self.search(&key, false);
+        let preds = match w.tail.take() {
+            Some((last, preds)) if key > self.entry(last).0 => preds,
+            _ => self.search(&key, false),
+        };
         let _ = entry.set((key, value));
+        let mut appended = false;
         // Bottom up, each level's link is set on the new node before the node is made
         // reachable there.
         if let (Some(from), Some(mine)) = (self.slot(preds.bottom, 0), self.bottom_slot_of(node)) {
-            mine.store(from.load(AtomicOrdering::Relaxed), AtomicOrdering::Relaxed);
+            let after = from.load(AtomicOrdering::Relaxed);
+            appended = link_of(after) == 0;
+            mine.store(after, AtomicOrdering::Relaxed);
             from.store(pack(link, prefix), AtomicOrdering::Release);
         }
         if let Some(t) = tower {
@@ -472,8 +484,59 @@ impl SkipList {
                 from.store(pack(t + 1, prefix), AtomicOrdering::Release);
             }
         }
+        if appended {
+            let mut next = preds;
+            next.bottom = Pos::Node(index);
+            if let Some(t) = tower {
+                for p in next.upper.iter_mut().take(height).skip(1) {
+                    *p = Pos::Tower(t);
+                }
+            }
+            w.tail = Some((index, next));
+        }
         self.len.fetch_add(1, AtomicOrdering::Release);
         true
+    }
+
+    /// Every level, walked from the head: its keys ascend, and each level holds every node
+    /// of the level above it (tests).
+    #[cfg(test)]
+    fn assert_levels_sorted(&self) {
+        let top = self.height.load(AtomicOrdering::Acquire);
+        let mut above: Option<Vec<u32>> = None;
+        for level in (0..top).rev() {
+            let mut nodes = Vec::new();
+            let mut pos = Pos::Head;
+            while let Some(slot) = self.slot(pos, level) {
+                let word = slot.load(AtomicOrdering::Acquire);
+                let Some(next) = link_of(word).checked_sub(1) else {
+                    break;
+                };
+                let (node, next_pos) = if level == 0 {
+                    (next, Pos::Node(next))
+                } else {
+                    (self.tower_node(next).unwrap(), Pos::Tower(next))
+                };
+                assert_eq!(word >> 32, self.entry(node).0.prefix() >> 32, "link prefix");
+                nodes.push(node);
+                pos = next_pos;
+            }
+            for w in nodes.windows(2) {
+                assert!(
+                    self.entry(w[0]).0 < self.entry(w[1]).0,
+                    "level {level} out of order"
+                );
+            }
+            if let Some(above) = &above {
+                let here: std::collections::HashSet<u32> = nodes.iter().copied().collect();
+                assert!(
+                    above.iter().all(|n| here.contains(n)),
+                    "level {level} lost a node"
+                );
+            }
+            above = Some(nodes);
+        }
+        assert_eq!(above.map_or(0, |n| n.len()), self.len());
     }
 
     /// Room for a tower of `slots` adjacent slots at or after `from`, in one array (writer
@@ -582,6 +645,7 @@ mod tests {
         assert_eq!(list.len(), model.len());
         let want: Vec<(Vec<u8>, u64)> = model.keys().map(|(u, s)| (u.clone(), s.0)).collect();
         assert_eq!(collect(&list), want);
+        list.assert_levels_sorted();
         for probe_user in [
             "user000000",
             "user001500",
@@ -701,6 +765,50 @@ mod tests {
         assert!(reader.join().unwrap() > 0);
     }
 
+    #[test]
+    fn ascending_runs_with_dips_stay_sorted_and_searchable() {
+        // Mostly appends (which skip the search), now and then a key below the last.
+        let list = SkipList::new();
+        let mut model = Model::new();
+        let mut rng = 99u64;
+        for seq in 1..=20_000u64 {
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let n = if (rng >> 60) == 0 {
+                (rng >> 20) % seq
+            } else {
+                seq
+            };
+            let user = n.to_be_bytes().to_vec();
+            assert!(list.insert(ikey(&user, seq), Bytes::new()));
+            model.insert((user, std::cmp::Reverse(seq)), seq);
+        }
+        let want: Vec<(Vec<u8>, u64)> = model.keys().map(|(u, s)| (u.clone(), s.0)).collect();
+        assert_eq!(collect(&list), want);
+        list.assert_levels_sorted();
+        for ((user, seq), _) in model.iter().step_by(37) {
+            let probe = KeyRef::new(user, crate::key::lookup_trailer(seq.0));
+            let c = list.lower_bound(&probe, true).expect("present");
+            assert_eq!(
+                (&c.entry().0.user_key[..], seq_of(&c.entry().0)),
+                (&user[..], seq.0)
+            );
+            let before = model
+                .range(..(user.clone(), *seq))
+                .next_back()
+                .map(|(k, _)| (k.0.clone(), k.1 .0));
+            let got = list
+                .upper_bound(&probe, false)
+                .map(|c| (c.entry().0.user_key.to_vec(), seq_of(&c.entry().0)));
+            assert_eq!(got, before);
+        }
+        assert_eq!(
+            list.back().map(|c| c.entry().0.user_key.to_vec()),
+            model.keys().next_back().map(|k| k.0.clone())
+        );
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
         #[test]
@@ -714,6 +822,7 @@ mod tests {
             }
             let want: Vec<(Vec<u8>, u64)> = model.keys().map(|(u, s)| (u.clone(), s.0)).collect();
             prop_assert_eq!(collect(&list), want);
+            list.assert_levels_sorted();
         }
     }
 }
