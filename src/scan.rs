@@ -445,7 +445,8 @@ mod tests {
                 i as u64 + 1,
                 ValueKind::Put,
                 Bytes::new(),
-            );
+            )
+            .unwrap();
         }
         let mut it = MemIter {
             mem: m,

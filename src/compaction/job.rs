@@ -535,7 +535,8 @@ mod tests {
             1,
             ValueKind::Put,
             Bytes::from_static(b"v"),
-        );
+        )
+        .unwrap();
         // Fail the table's sync: the job fails and leaves no file behind.
         mem.set_fault(Some(crate::fs::FaultPlan::nth(crate::fs::OpKind::Sync, 0)));
         assert!(flush_memtable(&ctx, &m, &Version::default(), SeqNo::MAX).is_err());

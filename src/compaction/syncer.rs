@@ -12,29 +12,41 @@
 use crate::error::{io_context, Result};
 use crate::fs::WritableFile;
 use std::path::PathBuf;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 
 type Work = (PathBuf, Box<dyn WritableFile>);
 
+/// Finished tables that may wait for their sync: a compaction that outruns the disk blocks
+/// on the next one instead of piling up dirty tables and open files.
+const QUEUE: usize = 4;
+
 /// Syncs files in order on a background thread started with the first one.
 pub(crate) struct Syncer {
-    running: Option<(mpsc::Sender<Work>, JoinHandle<Result<()>>)>,
+    running: Option<(mpsc::SyncSender<Work>, JoinHandle<Result<()>>)>,
+    /// Set when the job is dropped without [`wait`](Self::wait) (it failed): the files
+    /// still queued are about to be deleted, so they are not synced.
+    cancelled: Arc<AtomicBool>,
 }
 
 impl Syncer {
     pub(crate) fn new() -> Syncer {
-        Syncer { running: None }
+        Syncer {
+            running: None,
+            cancelled: Arc::new(AtomicBool::new(false)),
+        }
     }
 
     /// Hands `file` (finished, not yet synced) over to be synced. If no thread can be started,
     /// syncs it here.
     pub(crate) fn submit(&mut self, path: PathBuf, mut file: Box<dyn WritableFile>) -> Result<()> {
         if self.running.is_none() {
-            let (tx, rx) = mpsc::channel::<Work>();
+            let (tx, rx) = mpsc::sync_channel::<Work>(QUEUE);
+            let cancelled = self.cancelled.clone();
             let spawned = std::thread::Builder::new()
                 .name("siltdb-sync".into())
-                .spawn(move || sync_all(rx));
+                .spawn(move || sync_all(rx, &cancelled));
             if let Ok(handle) = spawned {
                 self.running = Some((tx, handle));
             }
@@ -70,19 +82,20 @@ impl Syncer {
 }
 
 impl Drop for Syncer {
-    /// A job that fails still waits for the syncs in flight, so that no file operation of
-    /// its outlives it.
+    /// A job that fails still waits for the sync in flight, so that no file operation of its
+    /// outlives it; the files still queued are not synced.
     fn drop(&mut self) {
+        self.cancelled.store(true, Ordering::Relaxed);
         let _ = self.stop();
     }
 }
 
-/// Syncs every file received; after a failure, syncs no more (the job fails anyway) and
-/// returns that failure once the sender is gone.
-fn sync_all(rx: mpsc::Receiver<Work>) -> Result<()> {
+/// Syncs every file received; after a failure or a cancel, syncs no more (the job fails
+/// anyway) and returns the failure once the sender is gone.
+fn sync_all(rx: mpsc::Receiver<Work>, cancelled: &AtomicBool) -> Result<()> {
     let mut outcome = Ok(());
     for (path, mut file) in rx {
-        if outcome.is_ok() {
+        if outcome.is_ok() && !cancelled.load(Ordering::Relaxed) {
             outcome = file.sync().map_err(|e| io_context("sync", &path, e));
         }
     }

@@ -129,9 +129,9 @@ pub(super) fn recover(
             seqs.check(&path, &batch)?;
             // `check` proved `first_seq + ops - 1` does not overflow.
             for (seq, op) in (batch.first_seq..).zip(batch.ops) {
-                super::write::apply_op(&recovered, op.kind, op.key, op.value, seq);
+                super::write::apply_op(&recovered, op.kind, op.key, op.value, seq)?;
             }
-            if !opts.read_only && recovered.approx_bytes() >= part_limit {
+            if !opts.read_only && (recovered.approx_bytes() >= part_limit || recovered.is_full()) {
                 parts.push(flush_part(&ctx, &versions, &recovered)?);
                 recovered = Memtable::new(0);
             }

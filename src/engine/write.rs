@@ -332,13 +332,21 @@ impl Core {
         // small, copied once into a chunk of) the memtable's arena: keys and values are not
         // decoded into allocations of their own.
         let mut seq = first_seq;
+        let mut failed = None;
         for (_, b, _, _) in group.iter_mut() {
             let encoded = mem.hold(std::mem::take(&mut b.ops));
             wal::walk_ops(&encoded, b.count, |op| {
                 let (key, value) = (encoded.slice_ref(op.key), encoded.slice_ref(op.value));
-                apply_op(mem, op.kind, key, value, seq);
+                if let Err(e) = apply_op(mem, op.kind, key, value, seq) {
+                    failed.get_or_insert(e);
+                }
                 seq += 1;
             });
+        }
+        // The group is in the WAL but not wholly in the memtable: fail it (which stops
+        // writes until a reopen replays it).
+        if let Some(e) = failed {
+            return Err(e);
         }
         Ok(took)
     }
@@ -373,7 +381,10 @@ impl Core {
                 MutexGuard::unlocked(st, || std::thread::sleep(Duration::from_millis(1)));
                 continue;
             }
-            if !force && st.tree.mem.approx_bytes() < self.opts.memtable_size {
+            if !force
+                && st.tree.mem.approx_bytes() < self.opts.memtable_size
+                && !st.tree.mem.is_full()
+            {
                 return Ok(());
             }
             if force && st.tree.mem.is_empty() {
@@ -497,12 +508,24 @@ fn finish_group(
 
 /// Applies one decoded operation of a batch to the memtable at `seq`: the one place that
 /// turns the WAL's op kinds into memtable entries (the write path and recovery share it).
-pub(crate) fn apply_op(mem: &Memtable, kind: OpKind, key: Bytes, value: Bytes, seq: SeqNo) {
+pub(crate) fn apply_op(
+    mem: &Memtable,
+    kind: OpKind,
+    key: Bytes,
+    value: Bytes,
+    seq: SeqNo,
+) -> Result<()> {
     match kind {
         OpKind::Put => mem.insert(key, seq, ValueKind::Put, value),
         OpKind::Delete => mem.insert(key, seq, ValueKind::Delete, Bytes::new()),
-        OpKind::RangeDelete => mem.insert_range_delete(key, Some(value), seq),
-        OpKind::RangeDeleteToEnd => mem.insert_range_delete(key, None, seq),
+        OpKind::RangeDelete => {
+            mem.insert_range_delete(key, Some(value), seq);
+            Ok(())
+        }
+        OpKind::RangeDeleteToEnd => {
+            mem.insert_range_delete(key, None, seq);
+            Ok(())
+        }
     }
 }
 

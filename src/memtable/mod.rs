@@ -19,6 +19,7 @@
 
 mod skiplist;
 
+use crate::error::{Error, Result};
 use crate::filter::hash_key;
 use crate::filter::scalable::ScalableBloom;
 use crate::key::{self, InternalKey, KeyRef, SeqNo, ValueKind};
@@ -201,7 +202,15 @@ impl Memtable {
         self.wal_number
     }
 
-    pub(crate) fn insert(&self, user_key: Bytes, seq: SeqNo, kind: ValueKind, value: Bytes) {
+    /// Inserts an entry. Fails only if the skiplist is at its capacity, which the writer
+    /// never lets it reach: it seals a memtable once [`is_full`](Self::is_full) says so.
+    pub(crate) fn insert(
+        &self,
+        user_key: Bytes,
+        seq: SeqNo,
+        kind: ValueKind,
+        value: Bytes,
+    ) -> Result<()> {
         let size = user_key.len() + value.len() + key::TRAILER_LEN + ENTRY_OVERHEAD;
         // The filter first: a reader that can see the entry must see its bits.
         self.filter.add(hash_key(&user_key));
@@ -209,11 +218,13 @@ impl Memtable {
             .map
             .insert(InternalKey::new(user_key, seq, kind), value)
         {
-            // Only past 2^31 - 1 entries: `approx_bytes` reports a memtable full a million
-            // entries before, so the writer seals it first unless one batch alone holds more.
-            log::error!("memtable skiplist full: an entry was not inserted");
+            return Err(Error::other(format!(
+                "memtable full: {} entries, one write group too many for its skiplist",
+                self.map.len()
+            )));
         }
         self.approx_bytes.fetch_add(size, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Records a range tombstone `[start, end)` at `seq` (`end = None`: to the end of the key
@@ -239,14 +250,15 @@ impl Memtable {
             .then(|| self.range_dels.load_full())
     }
 
-    /// Approximate memory held, in bytes; `usize::MAX` once the skiplist nears its entry
-    /// limit, so that the writer seals the memtable (a memory limit far above any
-    /// `memtable_size` in use would otherwise let it fill).
+    /// Approximate memory held, in bytes.
     pub(crate) fn approx_bytes(&self) -> usize {
-        if self.map.len() >= skiplist::NEARLY_FULL {
-            return usize::MAX;
-        }
         self.approx_bytes.load(Ordering::Relaxed)
+    }
+
+    /// True once the memtable holds as many entries as it should (2^24), whatever their
+    /// bytes: the writer seals it then, as it does at `memtable_size`.
+    pub(crate) fn is_full(&self) -> bool {
+        self.map.is_full()
     }
 
     /// True if it holds no entry and no range tombstone.
@@ -380,7 +392,8 @@ mod tests {
     fn gets_copy_small_arena_values_and_other_reads_share_them() {
         let m = Memtable::new(1);
         let enc = m.hold(b"keyvalue".to_vec());
-        m.insert(enc.slice(0..3), 1, ValueKind::Put, enc.slice(3..8));
+        m.insert(enc.slice(0..3), 1, ValueKind::Put, enc.slice(3..8))
+            .unwrap();
         let Lookup::Value(v, 1) = m.get(b"key", 5) else {
             panic!("expected the value");
         };
@@ -411,10 +424,11 @@ mod tests {
     #[test]
     fn get_sees_newest_version_at_or_below_seq() {
         let m = Memtable::new(1);
-        m.insert(b("k"), 1, ValueKind::Put, b("v1"));
-        m.insert(b("k"), 3, ValueKind::Put, b("v3"));
-        m.insert(b("k"), 5, ValueKind::Delete, Bytes::new());
-        m.insert(b("ka"), 2, ValueKind::Put, b("x"));
+        m.insert(b("k"), 1, ValueKind::Put, b("v1")).unwrap();
+        m.insert(b("k"), 3, ValueKind::Put, b("v3")).unwrap();
+        m.insert(b("k"), 5, ValueKind::Delete, Bytes::new())
+            .unwrap();
+        m.insert(b("ka"), 2, ValueKind::Put, b("x")).unwrap();
         assert_eq!(m.get(b"k", 0), Lookup::Absent);
         assert_eq!(m.get(b"k", 1), Lookup::Value(b("v1"), 1));
         assert_eq!(m.get(b"k", 4), Lookup::Value(b("v3"), 3));
@@ -493,7 +507,7 @@ mod tests {
     fn seeks_walk_internal_order_both_ways() {
         let m = Memtable::new(1);
         for (i, k) in ["a", "b", "c"].iter().enumerate() {
-            m.insert(b(k), i as u64 + 1, ValueKind::Put, b(k));
+            m.insert(b(k), i as u64 + 1, ValueKind::Put, b(k)).unwrap();
         }
         let mut out = std::collections::VecDeque::new();
         m.entries_from(

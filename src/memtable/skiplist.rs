@@ -3,8 +3,12 @@
 //!
 //! Nodes are never removed, so there is nothing to reclaim while the list lives: a node is
 //! an index into a sequence of node arrays whose sizes double (256, 512, ... nodes), the
-//! links between nodes are indices in atomics (up to 2^31 - 1 nodes), and the whole list
-//! goes back to the allocator in a few frees when the memtable is dropped. Compared with a general concurrent
+//! links between nodes are indices in atomics, and the whole list goes back to the allocator
+//! in a few frees when the memtable is dropped. Arrays double from 256 to 32,768 slots and
+//! then stay at that size, so that a full memtable wastes at most one array's worth (about
+//! 3.4 MB of nodes and entries), and the insert that allocates one initialises no more than
+//! that. A list holds about 2^25 entries; it reports itself full at 2^24, and the writer
+//! seals the memtable then, whatever its byte size. Compared with a general concurrent
 //! skiplist this saves a `malloc` per insert (and the flush thread's `free` of each, which
 //! contends on the writer's malloc arena), the epoch and reference-count bookkeeping of a list
 //! that supports removal, and memory: a node's links above the bottom level sit in one small
@@ -39,11 +43,29 @@ use std::sync::OnceLock;
 /// entries before searches get longer than logarithmic.
 const MAX_HEIGHT: usize = 12;
 
-/// log2 of the first array's size; array `k` holds `2^(k + FIRST_BITS)` slots.
+/// log2 of the first array's size: the first [`DOUBLING`] arrays hold `2^(k + FIRST_BITS)`
+/// slots each (256 to 32,768), so that a small memtable allocates little.
 const FIRST_BITS: u32 = 8;
 
-/// Arrays: enough for `2^(ARRAYS + FIRST_BITS) - 2^FIRST_BITS` slots, past `u32`'s range.
-const ARRAYS: usize = 25;
+/// Arrays of doubling size of a capped [`Slots`] (up to 32,768 slots each).
+const DOUBLING: usize = 8;
+
+/// Arrays of doubling size of an uncapped [`Slots`]: enough for its [`CAPACITY`].
+const DOUBLING_ALL: usize = 18;
+
+/// Slots in the doubling arrays together.
+const DOUBLING_SLOTS: u32 = (1 << (DOUBLING as u32 + FIRST_BITS)) - (1 << FIRST_BITS);
+
+/// Slots of each array after the doubling ones: at most this many are allocated and not yet
+/// used (about 3.4 MB of nodes and entries), and at most this many are initialised at once,
+/// by the insert that needs the array.
+const FIXED_LEN: u32 = 1 << (DOUBLING as u32 - 1 + FIRST_BITS);
+
+/// Arrays after the doubling ones, in a directory allocated by the first that is needed.
+const FIXED_ARRAYS: usize = 1022;
+
+/// Slots a [`Slots`] can hold: about 2^25.
+const CAPACITY: u32 = DOUBLING_SLOTS + FIXED_LEN * FIXED_ARRAYS as u32;
 
 /// A node or tower reference: 0 is "none", `i + 1` is node (or tower) `i`.
 type Link = u32;
@@ -62,13 +84,14 @@ fn link_of(word: u64) -> Link {
 /// being the link: nodes and towers are numbered below it.
 const TOWER_FLAG: u64 = 1 << 31;
 
-/// Most nodes, and most tower slots: indices stay below [`TOWER_FLAG`].
-const MAX_INDEX: u32 = (1 << 31) - 2;
+/// The largest node or tower-slot index (below [`TOWER_FLAG`]).
+const MAX_INDEX: u32 = CAPACITY - 1;
 
-/// Entries past which the list reports itself nearly full: [`MAX_INDEX`] less room for a
-/// million more (a write group holds at most 1 MiB of operations unless one batch alone is
-/// larger, and an operation takes at least 3 bytes).
-pub(crate) const NEARLY_FULL: usize = MAX_INDEX as usize - (1 << 20);
+/// Entries past which the list reports itself full ([`SkipList::is_full`]): 2^24, half its
+/// capacity, so that the writer seals the memtable with room left for a write group of up to
+/// 2^24 more operations and for the towers (about 1.1 slots per node, in a capacity of
+/// their own).
+const NEARLY_FULL: usize = 1 << 24;
 
 /// A node: its bottom link, or, if it has a tower, `TOWER_FLAG | tower index` (the tower
 /// holds its bottom link then), and its key's prefix. 16 bytes, so that the nodes a search
@@ -83,59 +106,123 @@ struct Node {
 /// A node's entry, set once before the node is linked.
 type EntrySlot = OnceLock<(InternalKey, Bytes)>;
 
-/// Slots addressed by a `u32` index, in arrays of doubling size allocated as the index grows:
-/// growing never moves a slot, so readers hold plain references while the writer adds more.
-struct Slots<T> {
-    arrays: [OnceLock<Box<[T]>>; ARRAYS],
+/// Slots addressed by a `u32` index, in arrays allocated as the index grows: growing never
+/// moves a slot, so readers hold plain references while the writer adds more.
+///
+/// Uncapped (`CAPPED = false`), every array doubles: the fewest steps from an index to its
+/// slot, for the nodes and towers a search walks, whose slots are small (16 and 8 bytes), so
+/// that up to half of the last array unused costs little. Capped, arrays double up to
+/// [`FIXED_LEN`] slots and then stay at that size, in a directory allocated by the first
+/// that needs it: for the entries (88 bytes each, read only when prefixes tie), so that at
+/// most one such array stands allocated and unused, and the insert that allocates one
+/// initialises no more.
+struct Slots<T, const CAPPED: bool> {
+    doubling: [Array<T>; DOUBLING_ALL],
+    fixed: OnceLock<Box<[Array<T>]>>,
 }
 
-impl<T: Default> Slots<T> {
+/// One array of slots, allocated when first needed.
+type Array<T> = OnceLock<Box<[T]>>;
+
+/// Where a slot lives: which array, and the offset in it.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+enum Place {
+    Doubling(usize, usize),
+    Fixed(usize, usize),
+}
+
+impl<T: Default, const CAPPED: bool> Slots<T, CAPPED> {
     fn new() -> Self {
         Slots {
-            arrays: std::array::from_fn(|_| OnceLock::new()),
+            doubling: std::array::from_fn(|_| OnceLock::new()),
+            fixed: OnceLock::new(),
         }
     }
 
     /// The array holding slot `i`, and `i`'s offset in it.
-    fn locate(i: u32) -> (usize, usize) {
-        let biased = u64::from(i) + (1u64 << FIRST_BITS);
-        let k = biased.ilog2() - FIRST_BITS;
-        (k as usize, (biased - (1u64 << (k + FIRST_BITS))) as usize)
+    fn locate(i: u32) -> Place {
+        if !CAPPED || i < DOUBLING_SLOTS {
+            let biased = u64::from(i) + (1 << FIRST_BITS);
+            let k = biased.ilog2() - FIRST_BITS;
+            Place::Doubling(k as usize, (biased - (1 << (k + FIRST_BITS))) as usize)
+        } else {
+            let j = i - DOUBLING_SLOTS;
+            Place::Fixed((j / FIXED_LEN) as usize, (j % FIXED_LEN) as usize)
+        }
+    }
+
+    fn array_len(place: Place) -> usize {
+        match place {
+            Place::Doubling(k, _) => 1 << (k as u32 + FIRST_BITS),
+            Place::Fixed(..) => FIXED_LEN as usize,
+        }
+    }
+
+    fn array(&self, place: Place) -> Option<&Array<T>> {
+        match place {
+            Place::Doubling(k, _) => self.doubling.get(k),
+            Place::Fixed(k, _) => self.fixed.get()?.get(k),
+        }
     }
 
     /// Slot `i`, if its array exists.
+    #[inline]
     fn get(&self, i: u32) -> Option<&T> {
-        let (k, off) = Self::locate(i);
-        self.arrays.get(k)?.get()?.get(off)
+        let place = Self::locate(i);
+        let (Place::Doubling(_, off) | Place::Fixed(_, off)) = place;
+        self.array(place)?.get()?.get(off)
     }
 
-    /// Slot `i`, creating its array if needed (writer only). `None` past the last array.
+    /// Slot `i`, creating its array if needed (writer only). `None` past [`CAPACITY`].
     fn get_or_grow(&self, i: u32) -> Option<&T> {
-        let (k, off) = Self::locate(i);
-        let len = 1usize << (k as u32 + FIRST_BITS);
-        self.arrays
-            .get(k)?
+        if i > MAX_INDEX {
+            return None;
+        }
+        let place = Self::locate(i);
+        let (Place::Doubling(_, off) | Place::Fixed(_, off)) = place;
+        if matches!(place, Place::Fixed(..)) {
+            self.fixed
+                .get_or_init(|| (0..FIXED_ARRAYS).map(|_| OnceLock::new()).collect());
+        }
+        let len = Self::array_len(place);
+        self.array(place)?
             .get_or_init(|| (0..len).map(|_| T::default()).collect())
             .get(off)
     }
 
+    /// True if slots `from ..= from + span - 1` lie in one array.
+    fn one_array(from: u32, span: u32) -> bool {
+        from.checked_add(span - 1).is_some_and(|last| {
+            let same = |a: Place, b: Place| match (a, b) {
+                (Place::Doubling(x, _), Place::Doubling(y, _)) => x == y,
+                (Place::Fixed(x, _), Place::Fixed(y, _)) => x == y,
+                _ => false,
+            };
+            same(Self::locate(from), Self::locate(last))
+        })
+    }
+
     /// First index of the array after the one holding `i` (writer only).
     fn next_array_start(i: u32) -> u32 {
-        let (k, _) = Self::locate(i);
-        let start = (1u64 << (k as u32 + 1 + FIRST_BITS)) - (1u64 << FIRST_BITS);
-        u32::try_from(start).unwrap_or(u32::MAX)
+        match Self::locate(i) {
+            Place::Doubling(k, _) => (1 << (k as u32 + 1 + FIRST_BITS)) - (1 << FIRST_BITS),
+            Place::Fixed(k, _) => {
+                DOUBLING_SLOTS.saturating_add(FIXED_LEN.saturating_mul(k as u32 + 1))
+            }
+        }
     }
 
     /// Bytes allocated so far.
     #[cfg(test)]
     fn allocated_bytes(&self) -> usize {
-        let mut total = 0;
-        for (k, a) in self.arrays.iter().enumerate() {
-            if a.get().is_some() {
-                total += (1usize << (k as u32 + FIRST_BITS)) * std::mem::size_of::<T>();
-            }
-        }
-        total
+        let arrays = self
+            .doubling
+            .iter()
+            .chain(self.fixed.get().into_iter().flat_map(|d| d.iter()));
+        arrays
+            .filter_map(|a| a.get())
+            .map(|a| a.len() * std::mem::size_of::<T>())
+            .sum()
     }
 }
 
@@ -155,9 +242,9 @@ struct WriterState {
 
 /// A sorted map from internal key to value, one writer, lock-free readers.
 pub(crate) struct SkipList {
-    nodes: Slots<Node>,
-    entries: Slots<EntrySlot>,
-    towers: Slots<AtomicU64>,
+    nodes: Slots<Node, false>,
+    entries: Slots<EntrySlot, true>,
+    towers: Slots<AtomicU64, false>,
     /// The head's links: level 0 to a node, the others to towers.
     head: [AtomicU64; MAX_HEIGHT],
     /// Levels in use (at least 1): readers start their searches there.
@@ -265,6 +352,12 @@ impl SkipList {
     /// Entries in the list.
     pub(crate) fn len(&self) -> usize {
         self.len.load(AtomicOrdering::Acquire)
+    }
+
+    /// True once the list holds 2^24 entries: the memtable should be sealed, which leaves room
+    /// for 2^24 more.
+    pub(crate) fn is_full(&self) -> bool {
+        self.len() >= NEARLY_FULL
     }
 
     /// Bytes of the node and tower arrays allocated so far (not the keys and values).
@@ -414,7 +507,8 @@ impl SkipList {
 
     /// Inserts `key -> value`. Keys are unique in a memtable (every write has its own
     /// sequence number); an equal key would go in before the one there, and be found first.
-    /// Returns false, inserting nothing, if the list is full (2^31 - 1 nodes).
+    /// Returns false, inserting nothing, if the list is at its capacity (about 2^25 nodes; it
+    /// reports itself [full](Self::is_full) long before).
     pub(crate) fn insert(&self, key: InternalKey, value: Bytes) -> bool {
         let mut w = self.writer.lock();
         let height = random_height(&mut w.rng);
@@ -431,10 +525,15 @@ impl SkipList {
         };
         let prefix = key.prefix();
         let mut tower = None;
-        if height > 1 {
-            let Some((base, next_free)) = self.grow_tower(w.next_tower, height + 2) else {
-                return false;
-            };
+        let grown = if height > 1 {
+            self.grow_tower(w.next_tower, height + 2)
+        } else {
+            None
+        };
+        // Out of tower slots (never before the list reports itself full), a node goes in
+        // with no tower: searches get longer, nothing is lost.
+        let height = if grown.is_some() { height } else { 1 };
+        if let Some((base, next_free)) = grown {
             w.next_tower = next_free;
             for i in 0..height + 2 {
                 let v = match i {
@@ -540,28 +639,22 @@ impl SkipList {
     }
 
     /// Room for a tower of `slots` adjacent slots at or after `from`, in one array (writer
-    /// only): its first slot and the first one after it, or `None` past `u32`'s range.
+    /// only): its first slot and the first one after it, or `None` past the capacity.
     fn grow_tower(&self, from: u32, slots: usize) -> Option<(u32, u32)> {
         let span = u32::try_from(slots).ok()?;
-        let fits = |b: u32| {
-            b.checked_add(span - 1).is_some_and(|last| {
-                Slots::<AtomicU64>::locate(last).0 == Slots::<AtomicU64>::locate(b).0
-            })
-        };
-        let base = if fits(from) {
-            from
-        } else {
-            Slots::<AtomicU64>::next_array_start(from)
-        };
-        if !fits(base) {
+        let mut base = from;
+        if !Slots::<AtomicU64, false>::one_array(base, span) {
+            base = Slots::<AtomicU64, false>::next_array_start(base);
+        }
+        if !Slots::<AtomicU64, false>::one_array(base, span) {
             return None;
         }
-        let last = base + (span - 1);
+        let last = base.checked_add(span - 1)?;
         if last > MAX_INDEX {
             return None;
         }
         self.towers.get_or_grow(last)?;
-        Some((base, last.checked_add(1)?))
+        Some((base, last + 1))
     }
 }
 
@@ -601,18 +694,65 @@ mod tests {
     }
 
     #[test]
-    fn slots_locate_every_index_once_and_arrays_double() {
-        let mut expected = (0usize, 0usize);
-        for i in 0..100_000u32 {
-            let got = Slots::<u8>::locate(i);
-            assert_eq!(got, expected, "slot {i}");
-            expected.1 += 1;
-            if expected.1 == 1 << (expected.0 as u32 + FIRST_BITS) {
-                expected = (expected.0 + 1, 0);
-                assert_eq!(Slots::<u8>::next_array_start(i), i + 1);
+    fn slots_locate_every_index_once_arrays_double_then_stay_and_capacity_ends() {
+        // Walk the places in order: each array's offsets run from 0 to its length - 1.
+        let mut arrays: Vec<(Place, usize)> = Vec::new();
+        for i in 0..(DOUBLING_SLOTS + 3 * FIXED_LEN) {
+            let place = Slots::<u8, true>::locate(i);
+            let (Place::Doubling(_, off) | Place::Fixed(_, off)) = place;
+            if off == 0 {
+                arrays.push((place, 0));
+                if i > 0 {
+                    assert_eq!(Slots::<u8, true>::next_array_start(i - 1), i, "slot {i}");
+                }
             }
+            let last = arrays.last_mut().unwrap();
+            assert_eq!(off, last.1, "slot {i}");
+            last.1 += 1;
         }
-        assert_eq!(Slots::<u8>::locate(u32::MAX).0, ARRAYS - 1);
+        let lens: Vec<usize> = arrays.iter().map(|a| a.1).collect();
+        let mut want: Vec<usize> = (0..DOUBLING as u32)
+            .map(|k| 1usize << (k + FIRST_BITS))
+            .collect();
+        want.extend([FIXED_LEN as usize; 3]);
+        assert_eq!(lens, want);
+        assert_eq!(
+            Slots::<u8, true>::locate(MAX_INDEX),
+            Place::Fixed(FIXED_ARRAYS - 1, FIXED_LEN as usize - 1)
+        );
+        // Past the capacity there is no slot, and nothing is allocated for it.
+        let slots = Slots::<u8, true>::new();
+        assert!(slots.get_or_grow(MAX_INDEX + 1).is_none());
+        assert!(slots.get_or_grow(u32::MAX).is_none());
+        assert_eq!(slots.allocated_bytes(), 0);
+        assert_eq!(slots.get_or_grow(MAX_INDEX).copied(), Some(0));
+        assert_eq!(slots.allocated_bytes(), FIXED_LEN as usize);
+        assert!(
+            slots.get(MAX_INDEX - FIXED_LEN).is_none(),
+            "only the array asked for exists"
+        );
+    }
+
+    #[test]
+    fn uncapped_slots_double_up_to_the_capacity() {
+        assert_eq!(Slots::<u8, false>::locate(0), Place::Doubling(0, 0));
+        assert_eq!(
+            Slots::<u8, false>::locate(DOUBLING_SLOTS),
+            Place::Doubling(DOUBLING, 0)
+        );
+        let Place::Doubling(k, _) = Slots::<u8, false>::locate(MAX_INDEX) else {
+            panic!("an uncapped slot is in a doubling array");
+        };
+        assert!(k < DOUBLING_ALL);
+        let slots = Slots::<u8, false>::new();
+        assert!(slots.get_or_grow(MAX_INDEX + 1).is_none());
+        assert!(slots.get(u32::MAX).is_none());
+        assert_eq!(slots.get_or_grow(300).copied(), Some(0));
+        assert_eq!(
+            slots.allocated_bytes(),
+            512,
+            "only the second array, of 512 slots"
+        );
     }
 
     #[test]
@@ -625,6 +765,10 @@ mod tests {
         assert_eq!(next, first_len + 5);
         let (base, _) = list.grow_tower(next, 5).unwrap();
         assert_eq!(base, next);
+        // The same at a later boundary, and at the end of the capacity.
+        let (base, _) = list.grow_tower(DOUBLING_SLOTS - 1, 4).unwrap();
+        assert_eq!(base, DOUBLING_SLOTS);
+        assert!(list.grow_tower(MAX_INDEX - 1, 4).is_none());
     }
 
     #[test]
