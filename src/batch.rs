@@ -13,12 +13,17 @@ pub const MAX_KEY_SIZE: usize = 64 << 10;
 pub const MAX_VALUE_SIZE: usize = 256 << 20;
 /// Largest encoded batch accepted: 1 GiB.
 pub const MAX_BATCH_SIZE: usize = 1 << 30;
+/// Most operations one batch may hold: 16,777,216 (2^24), so that a batch always fits in a
+/// memtable, which holds at most about 2^25 entries and is sealed at about 14.7 million.
+/// Adding more makes the batch invalid: `Db::write` then returns
+/// [`Error::InvalidArgument`](crate::Error) and writes nothing.
+pub const MAX_BATCH_OPS: u32 = 1 << 24;
 
 /// An ordered list of inserts, removes and range removes that [`Db::write`](crate::Db::write) applies all
 /// together or not at all, also across a crash. Later operations on the same key win.
 ///
-/// Invalid operations (a key over [`MAX_KEY_SIZE`], a value over [`MAX_VALUE_SIZE`]) are
-/// remembered and make `Db::write` return [`Error::InvalidArgument`](crate::Error) without
+/// Invalid operations (a key over [`MAX_KEY_SIZE`], a value over [`MAX_VALUE_SIZE`], more
+/// than [`MAX_BATCH_OPS`] operations or [`MAX_BATCH_SIZE`] bytes) are remembered and make `Db::write` return [`Error::InvalidArgument`](crate::Error) without
 /// writing anything.
 #[derive(Clone, Debug, Default)]
 pub struct WriteBatch {
@@ -57,11 +62,11 @@ impl WriteBatch {
     }
 
     fn push_checked(&mut self, kind: OpKind, key: &[u8], value: &[u8]) {
-        if self.ops.len() + key.len() + value.len() + 24 > MAX_BATCH_SIZE || self.count == u32::MAX
+        if self.ops.len() + key.len() + value.len() + 24 > MAX_BATCH_SIZE
+            || self.count >= MAX_BATCH_OPS
         {
             self.invalid = Some(format!(
-                "batch larger than {MAX_BATCH_SIZE} bytes or {} operations",
-                u32::MAX
+                "batch larger than {MAX_BATCH_SIZE} bytes or {MAX_BATCH_OPS} operations"
             ));
             return;
         }
@@ -173,6 +178,19 @@ mod tests {
         assert!(b.invalid.is_none());
         b.clear();
         assert!(b.is_empty());
+    }
+
+    #[test]
+    fn a_batch_holds_at_most_max_batch_ops_operations() {
+        let mut b = WriteBatch::with_capacity(MAX_BATCH_OPS as usize * 3);
+        for _ in 0..MAX_BATCH_OPS {
+            b.remove("");
+        }
+        assert!(b.invalid.is_none());
+        assert_eq!(b.len(), MAX_BATCH_OPS as usize);
+        b.remove("");
+        assert!(b.invalid.is_some(), "one operation over the limit");
+        assert_eq!(b.len(), MAX_BATCH_OPS as usize, "the one over is not added");
     }
 
     #[test]

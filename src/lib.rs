@@ -74,7 +74,7 @@ mod version;
 mod wal;
 mod write_options;
 
-pub use batch::{WriteBatch, MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE};
+pub use batch::{WriteBatch, MAX_BATCH_OPS, MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 pub use db::Db;
 pub use error::{Error, Result};
 pub use options::{FilterPolicy, LevelFilter, Options};

@@ -129,6 +129,13 @@ pub(super) fn recover(
             seqs.check(&path, &batch)?;
             // `check` proved `first_seq + ops - 1` does not overflow.
             for (seq, op) in (batch.first_seq..).zip(batch.ops) {
+                // A full memtable is written out even inside a record: the parts join the
+                // tree together, so a batch still appears whole (and a WAL of an older
+                // version, whose batches could hold more operations, still fits).
+                if !opts.read_only && recovered.is_full() {
+                    parts.push(flush_part(&ctx, &versions, &recovered)?);
+                    recovered = Memtable::new(0);
+                }
                 super::write::apply_op(&recovered, op.kind, op.key, op.value, seq)?;
             }
             if !opts.read_only && (recovered.approx_bytes() >= part_limit || recovered.is_full()) {

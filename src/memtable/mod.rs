@@ -255,7 +255,7 @@ impl Memtable {
         self.approx_bytes.load(Ordering::Relaxed)
     }
 
-    /// True once the memtable holds as many entries as it should (2^24), whatever their
+    /// True once the memtable holds as many entries as it should (14 Mi), whatever their
     /// bytes: the writer seals it then, as it does at `memtable_size`.
     pub(crate) fn is_full(&self) -> bool {
         self.map.is_full()

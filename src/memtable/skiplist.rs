@@ -7,7 +7,7 @@
 //! in a few frees when the memtable is dropped. Arrays double from 256 to 32,768 slots and
 //! then stay at that size, so that a full memtable wastes at most one array's worth (about
 //! 3.4 MB of nodes and entries), and the insert that allocates one initialises no more than
-//! that. A list holds about 2^25 entries; it reports itself full at 2^24, and the writer
+//! that. A list holds about 2^25 entries; it reports itself full at 14 Mi, and the writer
 //! seals the memtable then, whatever its byte size. Compared with a general concurrent
 //! skiplist this saves a `malloc` per insert (and the flush thread's `free` of each, which
 //! contends on the writer's malloc arena), the epoch and reference-count bookkeeping of a list
@@ -87,11 +87,13 @@ const TOWER_FLAG: u64 = 1 << 31;
 /// The largest node or tower-slot index (below [`TOWER_FLAG`]).
 const MAX_INDEX: u32 = CAPACITY - 1;
 
-/// Entries past which the list reports itself full ([`SkipList::is_full`]): 2^24, half its
-/// capacity, so that the writer seals the memtable with room left for a write group of up to
-/// 2^24 more operations and for the towers (about 1.1 slots per node, in a capacity of
-/// their own).
-const NEARLY_FULL: usize = 1 << 24;
+/// Entries past which the list reports itself full ([`SkipList::is_full`]): 14 Mi, which
+/// leaves room (to the [`CAPACITY`] of about 32 Mi) for a write group: one batch of at most
+/// [`crate::MAX_BATCH_OPS`] (16 Mi) and at most 1 MiB of smaller ones (3 bytes or more an
+/// operation). It also keeps a full list's nodes and towers inside arrays of at most 2^23 and
+/// 2^24 slots (128 and 128 MiB) rather than making it allocate the next ones (256 and 256 MiB)
+/// for a handful of entries.
+const NEARLY_FULL: usize = 14 << 20;
 
 /// A node: its bottom link, or, if it has a tower, `TOWER_FLAG | tower index` (the tower
 /// holds its bottom link then), and its key's prefix. 16 bytes, so that the nodes a search
@@ -205,7 +207,10 @@ impl<T: Default, const CAPPED: bool> Slots<T, CAPPED> {
     /// First index of the array after the one holding `i` (writer only).
     fn next_array_start(i: u32) -> u32 {
         match Self::locate(i) {
-            Place::Doubling(k, _) => (1 << (k as u32 + 1 + FIRST_BITS)) - (1 << FIRST_BITS),
+            Place::Doubling(k, _) => {
+                let start = (1u64 << (k as u32 + 1 + FIRST_BITS)) - (1 << FIRST_BITS);
+                u32::try_from(start).unwrap_or(u32::MAX)
+            }
             Place::Fixed(k, _) => {
                 DOUBLING_SLOTS.saturating_add(FIXED_LEN.saturating_mul(k as u32 + 1))
             }
@@ -354,8 +359,8 @@ impl SkipList {
         self.len.load(AtomicOrdering::Acquire)
     }
 
-    /// True once the list holds 2^24 entries: the memtable should be sealed, which leaves room
-    /// for 2^24 more.
+    /// True once the list holds 14 Mi entries: the memtable should be sealed, which leaves
+    /// room for a write group more.
     pub(crate) fn is_full(&self) -> bool {
         self.len() >= NEARLY_FULL
     }
