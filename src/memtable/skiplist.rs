@@ -4,11 +4,12 @@
 //! Nodes are never removed, so there is nothing to reclaim while the list lives: a node is
 //! an index into a sequence of node arrays whose sizes double (256, 512, ... nodes), the
 //! links between nodes are indices in atomics, and the whole list goes back to the allocator
-//! in a few frees when the memtable is dropped. Arrays double from 256 to 32,768 slots and
-//! then stay at that size, so that a full memtable wastes at most one array's worth (about
-//! 3.4 MB of nodes and entries), and the insert that allocates one initialises no more than
-//! that. A list holds about 2^25 entries; it reports itself full at 14 Mi, and the writer
-//! seals the memtable then, whatever its byte size. Compared with a general concurrent
+//! in a few frees when the memtable is dropped. The nodes (16 bytes) and towers (8 bytes a
+//! slot) double all the way, so a full 24 MiB memtable carries about 2 MB of them unused; the
+//! entries (88 bytes) double up to 32,768 slots and then stay at that size, so that at most
+//! ~2.9 MB of them stand unused and no insert initialises more at once. A list holds about
+//! 2^25 entries; it reports itself full at 14 Mi, and the writer seals the memtable then,
+//! whatever its byte size. Compared with a general concurrent
 //! skiplist this saves a `malloc` per insert (and the flush thread's `free` of each, which
 //! contends on the writer's malloc arena), the epoch and reference-count bookkeeping of a list
 //! that supports removal, and memory: a node's links above the bottom level sit in one small
