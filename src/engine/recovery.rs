@@ -138,7 +138,7 @@ pub(super) fn recover(
                 }
                 super::write::apply_op(&recovered, op.kind, op.key, op.value, seq)?;
             }
-            if !opts.read_only && (recovered.approx_bytes() >= part_limit || recovered.is_full()) {
+            if !opts.read_only && recovered.approx_bytes() >= part_limit {
                 parts.push(flush_part(&ctx, &versions, &recovered)?);
                 recovered = Memtable::new(0);
             }

@@ -693,6 +693,13 @@ mod tests {
         crate::key::trailer_seq(k.trailer)
     }
 
+    /// Steps a 64-bit linear congruential generator (the tests' deterministic randomness).
+    fn lcg(rng: &mut u64) {
+        *rng = rng
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+    }
+
     fn collect(list: &SkipList) -> Vec<(Vec<u8>, u64)> {
         std::iter::successors(list.front(), |c| c.next())
             .map(|c| (c.entry().0.user_key.to_vec(), seq_of(&c.entry().0)))
@@ -785,9 +792,7 @@ mod tests {
         // Keys share their first four (and often eight) bytes, so that the packed prefixes
         // tie and searches fall back to whole keys.
         for seq in 1..=20_000u64 {
-            rng = rng
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
+            lcg(&mut rng);
             let user = format!("user{:06}", (rng >> 33) % 3000).into_bytes();
             assert!(list.insert(ikey(&user, seq), Bytes::from(seq.to_be_bytes().to_vec())));
             model.insert((user, std::cmp::Reverse(seq)), seq);
@@ -922,9 +927,7 @@ mod tests {
         let mut model = Model::new();
         let mut rng = 99u64;
         for seq in 1..=20_000u64 {
-            rng = rng
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
+            lcg(&mut rng);
             let n = if (rng >> 60) == 0 {
                 (rng >> 20) % seq
             } else {
