@@ -6,6 +6,7 @@
 //! cargo run --release --example write_figures -- fillrandom /tmp/wf 1000000
 //! cargo run --release --example write_figures -- fillseq    /tmp/wf 1000000
 //! cargo run --release --example write_figures -- sync       /tmp/wf 20000 8   # 8 threads
+//! cargo run --release --example write_figures -- unsynced   /tmp/wf 1000000 8
 //! cargo run --release --example write_figures -- recover    /tmp/wf 512       # MiB of WAL
 //! ```
 //!
@@ -13,7 +14,8 @@
 //! 100-byte values, one writer; the time runs until the tree is quiet (`wait_for_compactions`).
 //! Prints keys/s, write amplification, insert latency percentiles, slowdowns and stops, and
 //! compaction throughput. `sync`: `sync_writes(true)`, N writes split over T threads; prints
-//! writes/s and WAL fsyncs per write. `recover`: a child process writes N MiB into one
+//! writes/s and WAL fsyncs per write. `unsynced`: the same with the WAL not synced (write
+//! groups under contention; the time stops when the last write returns). `recover`: a child process writes N MiB into one
 //! unflushed WAL (memtable larger than that) and exits without closing; the parent then opens
 //! the database with the default memtable and prints the time to open and its peak RSS.
 use siltdb::{Db, Options, Stats};
@@ -140,9 +142,9 @@ fn fill(dir: &Path, n: u64, sequential: bool) {
     );
 }
 
-fn sync_writers(dir: &Path, n: u64, threads: u64) {
+fn threaded_writers(dir: &Path, n: u64, threads: u64, sync: bool) {
     let _ = std::fs::remove_dir_all(dir);
-    let db = Db::open_with(dir, Options::default().sync_writes(true)).unwrap();
+    let db = Db::open_with(dir, Options::default().sync_writes(sync)).unwrap();
     let per = n / threads;
     let start = Instant::now();
     std::thread::scope(|s| {
@@ -158,7 +160,8 @@ fn sync_writers(dir: &Path, n: u64, threads: u64) {
     let el = start.elapsed();
     let s = db.stats();
     println!(
-        "sync threads={threads} writes={} writes_per_s={:.0}{}",
+        "{} threads={threads} writes={} writes_per_s={:.0}{}",
+        if sync { "sync" } else { "unsynced" },
         per * threads,
         (per * threads) as f64 / el.as_secs_f64(),
         extra_stats(&s),
@@ -225,7 +228,8 @@ fn main() {
     match mode.as_str() {
         "fillrandom" => fill(dir, n, false),
         "fillseq" => fill(dir, n, true),
-        "sync" => sync_writers(dir, n, threads),
+        "sync" => threaded_writers(dir, n, threads, true),
+        "unsynced" => threaded_writers(dir, n, threads, false),
         "recover" => recover(dir, n),
         other => panic!("unknown mode {other}"),
     }

@@ -1,6 +1,6 @@
 //! Group commit of synced writes: with fsyncs as slow as a slow disk's (4 ms each), eight
 //! threads writing with `sync_writes(true)` share fsyncs, most groups holding every writer (the
-//! leader waits, at most until one fsync time after the last synced group, for the writers
+//! leader waits, at most until two fsync times after the last synced group, for the writers
 //! that group released to queue again); a lone synced writer pays one fsync per write; and
 //! every acknowledged synced write is durable.
 

@@ -9,7 +9,8 @@
 //! knows nothing of it.
 //!
 //! Locks, in the order they may be taken: `versions`, then `state`; `wal` is taken alone, or
-//! after `state` only by the group-commit leader that has released `state` first.
+//! after `state` only by the group-commit leader that has released `state` first; a writer's
+//! own waiter (`write::Waiter`) last, alone or under `state`.
 
 mod background;
 pub(crate) mod destroy;
@@ -84,8 +85,6 @@ pub(crate) struct Core {
     /// A flush or compaction finished (for `flush`, `compact` and `wait_for_compactions`).
     done_cv: Condvar,
     wal: Mutex<Option<WalWriter>>,
-    /// A writer queued while a leader gathers a synced group.
-    gather_cv: Condvar,
     versions: Mutex<VersionSet>,
     file_numbers: Arc<AtomicU64>,
     counters: Arc<Counters>,
@@ -143,7 +142,6 @@ impl Core {
             room_cv: Condvar::new(),
             bg_cv: Condvar::new(),
             done_cv: Condvar::new(),
-            gather_cv: Condvar::new(),
             wal: Mutex::new(r.wal),
             file_numbers: r.versions.file_numbers(),
             env: r.versions.table_env().clone(),
@@ -206,8 +204,7 @@ impl Core {
     }
 
     fn notify_all(&self) {
-        self.state.lock().writes.wake_all();
-        self.gather_cv.notify_all();
+        self.state.lock().writes.poke_gatherer();
         self.room_cv.notify_all();
         self.bg_cv.notify_all();
         self.done_cv.notify_all();
@@ -249,7 +246,7 @@ impl Core {
             st.life.poisoned = Some(cause.clone().into_poison());
         }
         // A leader gathering a synced group stops waiting.
-        self.gather_cv.notify_all();
+        st.writes.poke_gatherer();
     }
 
     fn job_context<'a>(&'a self, numbers: &'a AtomicU64) -> JobContext<'a> {

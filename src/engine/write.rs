@@ -1,8 +1,11 @@
-//! The write path: a queue of writers; the one at the front (the leader) takes a group of
-//! queued batches, appends them to the WAL as one record (one fsync for all of them when any
-//! of them asked for one), inserts them into the memtable and publishes their sequence
-//! numbers. Every writer waits on its own condition variable: the leader wakes exactly the
-//! writers whose batches it committed, and the one that leads next.
+//! The write path: a queue of writers; one of them (the leader) takes a group of queued
+//! batches from the front, appends them to the WAL as one record (one fsync for all of them
+//! when any of them asked for one), inserts them into the memtable and publishes their
+//! sequence numbers. Every writer waits on a [`Waiter`] of its own, never on the state lock:
+//! the leader hands each writer of its group its outcome, and hands the lead to the writer
+//! at the front of the queue. A leader of a synced group may wait briefly for the writers of
+//! the last one to queue again; the writer whose arrival makes that group whole leads it at
+//! once instead of waking the one that waits.
 //! A full memtable is sealed and a new WAL started; `flush` waits for the flush thread to
 //! write the sealed memtable to L0, `sync` fsyncs the WAL.
 
@@ -16,12 +19,12 @@ use crate::stats::Counters;
 use crate::wal::{self, OpKind, WalWriter};
 use crate::write_options::WriteOptions;
 use bytes::Bytes;
-use parking_lot::{Condvar, MutexGuard};
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use parking_lot::{Condvar, Mutex, MutexGuard};
+use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Most bytes of queued batches one leader commits in one WAL record.
 const MAX_GROUP_BYTES: usize = 1 << 20;
@@ -29,6 +32,14 @@ const MAX_GROUP_BYTES: usize = 1 << 20;
 /// The longest a synced leader waits for writers to join its group (see
 /// `Core::gather_synced_writers`), however slow the last fsync was.
 const MAX_GATHER: Duration = Duration::from_millis(5);
+
+/// How many fsync times (as long as the last one took) after the last synced group was done
+/// the next synced leader may wait for its writers. Two, not one: the group is normally whole
+/// (and taken over by the writer that completed it) well before that, and with one the
+/// waiting leader's timer fired in the middle of the very fsync it was waiting for; on the
+/// 2-vCPU VM of `docs/benchmarks.md` that wake-up cost 8 synced writers 9% of their
+/// throughput (medians of 5 interleaved runs: 31,808 against 34,763 writes/s).
+const GATHER_FSYNC_TIMES: u32 = 2;
 
 pub(crate) enum PendingKind {
     /// A batch, and whether the WAL must be fsynced before it is acknowledged.
@@ -40,63 +51,116 @@ pub(crate) enum PendingKind {
 struct Pending {
     id: u64,
     kind: PendingKind,
-    /// The writer's own condition variable (one per thread, reused).
-    cv: Arc<Condvar>,
+    /// Where its writer waits (one per thread, reused).
+    waiter: Arc<Waiter>,
 }
 
-/// One write of a group: its id, batch, sync request and the condition variable that wakes
-/// its writer.
-type GroupMember = (u64, WriteBatch, bool, Arc<Condvar>);
+/// One write of a group: its batch, sync request and the waiter of its writer.
+type GroupMember = (WriteBatch, bool, Arc<Waiter>);
 
 thread_local! {
-    /// The condition variable this thread waits on while its write is queued (a thread has at
-    /// most one write queued at a time).
-    static WRITER_CV: Arc<Condvar> = Arc::new(Condvar::new());
+    /// Where this thread waits while its write is queued (a thread has at most one write
+    /// queued at a time, in any database).
+    static WAITER: Arc<Waiter> = Arc::new(Waiter::default());
+    /// The group list this thread filled when it last led, emptied, to fill again: a write
+    /// allocates no group list of its own.
+    static SPARE_GROUP: RefCell<Vec<GroupMember>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Hashes write ids (distinct, given out in order) with one multiply: every write puts its
-/// outcome in and takes it out of [`WriteQueue::results`], and SipHash there cost more than
-/// the rest of the queue's bookkeeping. The multiply by an odd constant is a bijection, so
-/// distinct ids never collide and their low bits (the bucket) stay distinct; the high bits
-/// (the hash table's tags) are mixed.
+/// What a queued writer waits for: the outcome of its request, or the lead.
 #[derive(Default)]
-struct IdHasher(u64);
+pub(super) struct Waiter {
+    signal: Mutex<Signal>,
+    cv: Condvar,
+}
 
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
+#[derive(Default)]
+struct Signal {
+    /// Set by the leader that finished (or failed) the writer's request.
+    outcome: Option<Result<()>>,
+    /// Set when the writer's request reached the front with no other leader.
+    lead: bool,
+    /// Set to end a gather early (the database stopped accepting writes).
+    poked: bool,
+}
+
+/// What a waiting writer is told to do.
+enum Turn {
+    Done(Result<()>),
+    Lead,
+}
+
+impl Waiter {
+    fn finish(&self, outcome: Result<()>) {
+        let mut s = self.signal.lock();
+        s.outcome = Some(outcome);
+        self.cv.notify_one();
     }
 
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+    fn hand_lead(&self) {
+        let mut s = self.signal.lock();
+        s.lead = true;
+        self.cv.notify_one();
+    }
+
+    fn poke(&self) {
+        let mut s = self.signal.lock();
+        s.poked = true;
+        self.cv.notify_one();
+    }
+
+    fn clear_poke(&self) {
+        self.signal.lock().poked = false;
+    }
+
+    /// Waits until the writer's request is finished or it must lead.
+    fn wait(&self) -> Turn {
+        let mut s = self.signal.lock();
+        loop {
+            if let Some(outcome) = s.outcome.take() {
+                return Turn::Done(outcome);
+            }
+            if std::mem::take(&mut s.lead) {
+                return Turn::Lead;
+            }
+            self.cv.wait(&mut s);
         }
     }
 
-    fn write_u64(&mut self, id: u64) {
-        self.0 = id.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    /// A gathering leader's wait: until `deadline`, a poke, or an outcome (which only comes
+    /// once another writer took the group over). Returns true if the outcome came; consumes
+    /// neither it nor the lead.
+    fn wait_gather(&self, deadline: Instant) -> bool {
+        let mut s = self.signal.lock();
+        while s.outcome.is_none() && !s.poked {
+            if self.cv.wait_until(&mut s, deadline).timed_out() {
+                break;
+            }
+        }
+        s.outcome.is_some()
     }
 }
 
-/// The writers waiting to be committed, and the outcomes not yet collected.
+/// The writers waiting to be committed.
 pub(super) struct WriteQueue {
     queue: VecDeque<Pending>,
     next_id: u64,
+    /// Some writer leads, or has been handed the lead: it alone takes from the queue. False
+    /// only while the queue is empty.
     leader_active: bool,
-    /// Outcomes of writes committed (or failed) by another writer's group.
-    results: HashMap<u64, Result<()>, BuildHasherDefault<IdHasher>>,
+    /// The id of the front request whose leader waits for its synced group to fill up.
+    gathering: Option<u64>,
+    /// Bytes of the batches in `queue`.
+    queued_bytes: usize,
     /// Sequence number of the last write given one (visible once its group is in the
     /// memtable).
     pub(super) last_seq: SeqNo,
     /// Writers seen around the last synced group (its own and those queued behind it): how
     /// many the next synced group waits for, briefly, so that they share its fsync.
     sync_writers: usize,
-    /// The latest a synced leader waits for them: one fsync time (as long as the last one
-    /// took, capped at [`MAX_GATHER`]) after the last synced group was done.
-    gather_until: Option<std::time::Instant>,
-    /// The last group's vector, emptied, for the next leader to fill: a write allocates no
-    /// group list of its own.
-    spare: Vec<GroupMember>,
+    /// The latest a synced leader waits for them: [`GATHER_FSYNC_TIMES`] fsync times (as long
+    /// as the last one took), capped at [`MAX_GATHER`], after the last synced group was done.
+    gather_until: Option<Instant>,
 }
 
 impl WriteQueue {
@@ -105,18 +169,17 @@ impl WriteQueue {
             queue: VecDeque::new(),
             next_id: 0,
             leader_active: false,
-            results: HashMap::default(),
+            gathering: None,
+            queued_bytes: 0,
             last_seq,
             sync_writers: 0,
             gather_until: None,
-            spare: Vec::new(),
         }
     }
 
-    /// Takes queued writes from the front, up to [`MAX_GROUP_BYTES`] (at least one).
-    fn take_group(&mut self) -> Vec<GroupMember> {
-        let mut group = std::mem::take(&mut self.spare);
-        group.clear();
+    /// Moves queued writes from the front into `group`, up to [`MAX_GROUP_BYTES`] (at least
+    /// one).
+    fn take_group(&mut self, group: &mut Vec<GroupMember>) {
         let mut bytes = 0usize;
         while let Some(front) = self.queue.front() {
             let PendingKind::Write(b, _) = &front.kind else {
@@ -127,29 +190,41 @@ impl WriteQueue {
             }
             bytes += b.ops.len();
             let Some(Pending {
-                id,
                 kind: PendingKind::Write(b, sync),
-                cv,
+                waiter,
+                ..
             }) = self.queue.pop_front()
             else {
                 break;
             };
-            group.push((id, b, sync, cv));
+            self.queued_bytes -= b.ops.len();
+            group.push((b, sync, waiter));
         }
-        group
     }
 
-    /// Records the outcome of the request at the front of the queue and removes it.
+    /// True once a gathering leader has what it waits for: as many queued writers as were
+    /// seen around the last synced group, or a whole group's bytes (more would not fit in
+    /// its group anyway).
+    fn gather_is_whole(&self) -> bool {
+        self.queue.len() >= self.sync_writers || self.queued_bytes >= MAX_GROUP_BYTES
+    }
+
+    /// Gives the request at the front of the queue its outcome and removes it.
     fn finish_front(&mut self, outcome: Result<()>) {
         if let Some(p) = self.queue.pop_front() {
-            self.results.insert(p.id, outcome);
+            if let PendingKind::Write(b, _) = &p.kind {
+                self.queued_bytes -= b.ops.len();
+            }
+            p.waiter.finish(outcome);
         }
     }
 
-    /// Wakes every queued writer (on close: each finds its answer or leads and fails).
-    pub(super) fn wake_all(&self) {
-        for p in &self.queue {
-            p.cv.notify_one();
+    /// Makes a leader that waits for its synced group look again: it stops waiting if writes
+    /// stopped (`close`, a failed write), and goes on otherwise. (Only the front's writer can
+    /// be gathering; every other queued writer waits for a leader, which answers it.)
+    pub(super) fn poke_gatherer(&self) {
+        if let Some(front) = self.queue.front() {
+            front.waiter.poke();
         }
     }
 }
@@ -164,75 +239,111 @@ impl Core {
 
     /// Queues a write (or a seal) and waits until a leader, perhaps this thread, has done it.
     pub(crate) fn submit(&self, kind: PendingKind) -> Result<()> {
+        let me = WAITER.with(Arc::clone);
         let mut st = self.state.lock();
         self.writable(&st)?;
         let id = st.writes.next_id;
         st.writes.next_id += 1;
-        let cv = WRITER_CV.with(Arc::clone);
         st.writes.queue.push_back(Pending {
             id,
             kind,
-            cv: cv.clone(),
+            waiter: me.clone(),
         });
-        // Wake a leader gathering a synced group only once the group is whole.
-        if st.writes.queue.len() == st.writes.sync_writers {
-            self.gather_cv.notify_one();
+        let w = &mut st.writes;
+        if let PendingKind::Write(b, _) = &w.queue.back().expect("just pushed").kind {
+            w.queued_bytes += b.ops.len();
+        }
+        let mut may_gather = true;
+        if !w.leader_active {
+            // The queue was empty: this write is the front, and this thread leads.
+            w.leader_active = true;
+        } else if w.gathering.is_some() && w.gather_is_whole() {
+            // The synced group a leader waits for is whole with this write: lead it now
+            // rather than wake that leader (it learns its outcome from this thread).
+            w.gathering = None;
+            may_gather = false;
+        } else {
+            drop(st);
+            match me.wait() {
+                Turn::Done(outcome) => return outcome,
+                Turn::Lead => st = self.state.lock(),
+            }
         }
         loop {
-            if let Some(outcome) = st.writes.results.remove(&id) {
+            // This thread holds the lead (`leader_active` is set for it).
+            if may_gather {
+                match self.gather_synced_writers(st, &me) {
+                    Some(guard) => st = guard,
+                    // Another writer took the group over, and the lead with it; it answers
+                    // this thread's write.
+                    None => match me.wait() {
+                        Turn::Done(outcome) => return outcome,
+                        Turn::Lead => {
+                            st = self.state.lock();
+                            continue;
+                        }
+                    },
+                }
+            }
+            may_gather = true;
+            let (mut group, outcome) = self.lead(&mut st);
+            let next = match st.writes.queue.front() {
+                Some(front) => Some(front.waiter.clone()),
+                None => {
+                    st.writes.leader_active = false;
+                    None
+                }
+            };
+            drop(st);
+            // The lead passes to the front (which no one else takes from meanwhile), then
+            // the group's writers learn their outcome; neither needs the state lock.
+            if let Some(next) = next {
+                next.hand_lead();
+            }
+            let mut mine = None;
+            for (_, _, waiter) in &group {
+                if Arc::ptr_eq(waiter, &me) {
+                    mine = Some(outcome.clone());
+                } else {
+                    waiter.finish(outcome.clone());
+                }
+            }
+            group.clear();
+            if group.capacity() <= 64 {
+                SPARE_GROUP.with(|s| *s.borrow_mut() = group);
+            }
+            if let Some(outcome) = mine {
                 return outcome;
             }
-            let w = &st.writes;
-            if !w.leader_active && w.queue.front().is_some_and(|p| p.id == id) {
-                break;
+            match me.wait() {
+                Turn::Done(outcome) => return outcome,
+                Turn::Lead => st = self.state.lock(),
             }
-            cv.wait(&mut st);
         }
-        st.writes.leader_active = true;
-        let mut done = self.lead(&mut st);
-        st.writes.leader_active = false;
-        // Wake the writers whose requests this leader finished, and the next leader.
-        for (_, _, _, cv) in &done {
-            cv.notify_one();
-        }
-        done.clear();
-        if done.capacity() <= 64 {
-            st.writes.spare = done;
-        }
-        if let Some(next) = st.writes.queue.front() {
-            next.cv.notify_one();
-        }
-        let outcome = st.writes.results.remove(&id);
-        drop(st);
-        outcome.unwrap_or(Ok(()))
     }
 
-    /// Runs one group as leader. Holds the state lock except while writing the WAL and the
-    /// memtable. Every request it takes gets an outcome in `results`; returns the group, whose
-    /// members' condition variables wake their writers.
-    fn lead(&self, st: &mut MutexGuard<'_, State>) -> Vec<GroupMember> {
+    /// Runs one round as leader: a seal, or a group of writes from the front of the queue.
+    /// Holds the state lock except while making room (a stall, a memtable rotation) and while
+    /// writing the WAL and the memtable. Returns the group, whose writers the caller tells the
+    /// outcome (an empty group when the round finished one request on its own: a seal, or a
+    /// request that failed before anything was written).
+    fn lead(&self, st: &mut MutexGuard<'_, State>) -> (Vec<GroupMember>, Result<()>) {
+        let mut group = SPARE_GROUP.with(|s| std::mem::take(&mut *s.borrow_mut()));
         let seal = matches!(
             st.writes.queue.front().map(|p| &p.kind),
             Some(PendingKind::Seal)
         );
         if let Err(e) = self.make_room(st, seal) {
-            // Fail the leader's own request only; others retry as leaders.
+            // Fail the front request only; the others are led in later rounds.
             st.writes.finish_front(Err(e));
-            return Vec::new();
+            return (group, Ok(()));
         }
         if seal {
             st.writes.finish_front(Ok(()));
-            return Vec::new();
+            return (group, Ok(()));
         }
-        self.gather_synced_writers(st);
-        // The state lock was released while gathering: a failed `sync` or `close` may have
-        // come in between, and nothing may be appended after them.
-        if let Err(e) = self.writable(st) {
-            st.writes.finish_front(Err(e));
-            return Vec::new();
-        }
-        let mut group = st.writes.take_group();
-        let count: u64 = group.iter().map(|g| u64::from(g.1.count)).sum();
+        st.writes.take_group(&mut group);
+        let count: u64 = group.iter().map(|g| u64::from(g.0.count)).sum();
         let last = st.writes.last_seq;
         // The group takes `first_seq ..= first_seq + count - 1`, all below `MAX_SEQ` (which
         // lookups use to see every write).
@@ -243,14 +354,15 @@ impl Core {
             let e = Error::InvalidArgument(format!(
                 "sequence numbers exhausted: the last is {last}, the largest is {MAX_SEQ}"
             ));
-            return finish_group(st, group, Err(e));
+            return (group, Err(e));
         };
         let last_seq = first_seq + count - 1; // first_seq >= 1, first_seq + count <= MAX_SEQ
         let mem = st.tree.mem.clone();
         Counters::add(&self.counters.write_groups, 1);
         let result = MutexGuard::unlocked(st, || self.commit_group(&mut group, first_seq, &mem));
         if let Ok(Some(took)) = result {
-            st.writes.gather_until = Some(std::time::Instant::now() + took.min(MAX_GATHER));
+            let wait = took.saturating_mul(GATHER_FSYNC_TIMES).min(MAX_GATHER);
+            st.writes.gather_until = Some(Instant::now() + wait);
             st.writes.sync_writers = group.len() + st.writes.queue.len();
         }
         let result = result.map(|_| ());
@@ -261,35 +373,59 @@ impl Core {
             self.poison(st, e);
         } else {
             self.read.publish_seq(last_seq);
-            let user_bytes: u64 = group.iter().map(|g| g.1.user_bytes).sum();
+            let user_bytes: u64 = group.iter().map(|g| g.0.user_bytes).sum();
             Counters::add(&self.counters.user_bytes_written, user_bytes);
         }
-        finish_group(st, group, result)
+        (group, result)
     }
 
     /// Group commit for synced writes: one fsync costs as much for eight writes as for one, and
     /// the writers the last synced group released need a moment to queue again. A leader whose
     /// front write asks for a sync waits until as many writers are queued as were seen around
-    /// the last synced group, but never past one fsync time (as long as the last one took,
-    /// capped at [`MAX_GATHER`]) after that group was done, so they share this fsync instead of
-    /// splitting into two groups that take turns. A writer that comes later than that, a lone
-    /// writer (it saw no other) and an unsynced write never wait.
-    fn gather_synced_writers(&self, st: &mut MutexGuard<'_, State>) {
+    /// the last synced group (or a whole group's bytes), but never past
+    /// [`GATHER_FSYNC_TIMES`] fsync times (as long as the last one took; at most
+    /// [`MAX_GATHER`]) after that group was done, so they share this fsync instead of
+    /// splitting into two groups that take turns. The writer whose arrival makes the group
+    /// whole leads it (see `submit`), and answers this one. A writer that comes later than
+    /// that, a lone writer (it saw no other) and an unsynced write never wait.
+    ///
+    /// Returns the state lock to lead with, or `None` if the group was taken over (then the
+    /// state lock is not taken again: the taker has the lead and will answer this write).
+    fn gather_synced_writers<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, State>,
+        me: &Waiter,
+    ) -> Option<MutexGuard<'a, State>> {
         let w = &st.writes;
-        let synced_front = matches!(
-            w.queue.front().map(|p| &p.kind),
-            Some(PendingKind::Write(_, true))
-        );
-        let Some(deadline) = w.gather_until else {
-            return;
+        let Some(front) = w.queue.front() else {
+            return Some(st);
         };
-        if !synced_front {
-            return;
-        }
-        while st.writes.queue.len() < st.writes.sync_writers && self.writable(st).is_ok() {
-            if self.gather_cv.wait_until(st, deadline).timed_out() {
-                break;
+        let (PendingKind::Write(_, true), Some(deadline)) = (&front.kind, w.gather_until) else {
+            return Some(st);
+        };
+        let id = front.id;
+        loop {
+            if st.writes.gather_is_whole()
+                || Instant::now() >= deadline
+                || self.writable(&st).is_err()
+            {
+                return Some(st);
             }
+            st.writes.gathering = Some(id);
+            // A poke comes under the state lock, so none is missed from here on.
+            me.clear_poke();
+            drop(st);
+            if me.wait_gather(deadline) {
+                // Answered: another writer took the group over and committed it.
+                return None;
+            }
+            st = self.state.lock();
+            if st.writes.gathering != Some(id) {
+                return None;
+            }
+            st.writes.gathering = None;
+            // The deadline passed, or a poke: writes stopped (the check above ends the
+            // gather), or the background threads installed a new version (keep waiting).
         }
     }
 
@@ -301,7 +437,7 @@ impl Core {
         first_seq: SeqNo,
         mem: &Memtable,
     ) -> Result<Option<Duration>> {
-        let count: u64 = group.iter().map(|g| u64::from(g.1.count)).sum();
+        let count: u64 = group.iter().map(|g| u64::from(g.0.count)).sum();
         let count = u32::try_from(count).map_err(|_| {
             Error::InvalidArgument(format!("a write group of {count} operations is too large"))
         })?;
@@ -310,7 +446,7 @@ impl Core {
         // this never fails in practice.)
         if group
             .iter()
-            .any(|g| !wal::walk_ops(&g.1.ops, g.1.count, |_| ()))
+            .any(|g| !wal::walk_ops(&g.0.ops, g.0.count, |_| ()))
         {
             return Err(Error::InvalidArgument(
                 "write batch encoding is damaged".into(),
@@ -318,10 +454,10 @@ impl Core {
         }
         let mut wal = self.wal.lock();
         let w = wal.as_mut().ok_or(Error::Closed)?;
-        w.append(first_seq, count, group.iter().map(|g| g.1.ops.as_slice()))?;
+        w.append(first_seq, count, group.iter().map(|g| g.0.ops.as_slice()))?;
         // One fsync covers every write of the group, and every write before it.
         let mut took = None;
-        if group.iter().any(|g| g.2) {
+        if group.iter().any(|g| g.1) {
             let started = std::time::Instant::now();
             w.sync()?;
             took = Some(started.elapsed());
@@ -333,7 +469,7 @@ impl Core {
         // decoded into allocations of their own.
         let mut seq = first_seq;
         let mut failed = None;
-        for (_, b, _, _) in group.iter_mut() {
+        for (b, _, _) in group.iter_mut() {
             let encoded = mem.hold(std::mem::take(&mut b.ops));
             wal::walk_ops(&encoded, b.count, |op| {
                 let (key, value) = (encoded.slice_ref(op.key), encoded.slice_ref(op.value));
@@ -493,19 +629,6 @@ impl Core {
     }
 }
 
-/// Records `outcome` for every write of `group`; returns the group (whose condition
-/// variables wake their writers).
-fn finish_group(
-    st: &mut MutexGuard<'_, State>,
-    group: Vec<GroupMember>,
-    outcome: Result<()>,
-) -> Vec<GroupMember> {
-    for (id, _, _, _) in &group {
-        st.writes.results.insert(*id, outcome.clone());
-    }
-    group
-}
-
 /// Applies one decoded operation of a batch to the memtable at `seq`: the one place that
 /// turns the WAL's op kinds into memtable entries (the write path and recovery share it).
 pub(crate) fn apply_op(
@@ -526,30 +649,5 @@ pub(crate) fn apply_op(
             mem.insert_range_delete(key, None, seq);
             Ok(())
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn id_hashes_are_distinct_for_distinct_ids_and_the_map_finds_each() {
-        let hash = |id: u64| {
-            let mut h = IdHasher::default();
-            h.write_u64(id);
-            h.finish()
-        };
-        let ids = (0..10_000u64).chain([u64::MAX, u64::MAX - 1, 1 << 63]);
-        let hashes: std::collections::HashSet<u64> = ids.clone().map(hash).collect();
-        assert_eq!(hashes.len(), 10_003);
-        let mut map: HashMap<u64, u64, BuildHasherDefault<IdHasher>> = HashMap::default();
-        for id in ids.clone() {
-            map.insert(id, id ^ 5);
-        }
-        for id in ids {
-            assert_eq!(map.remove(&id), Some(id ^ 5));
-        }
-        assert!(map.is_empty());
     }
 }
