@@ -1,5 +1,5 @@
 //! The write-path figures of issue 12, one measurement per process so that two builds can be
-//! run back to back on the same machine (`docs/benchmarks.md` §9 has the commands and a
+//! run back to back on the same machine (`docs/benchmarks.md` §8 has the commands and a
 //! table of results).
 //!
 //! ```sh
