@@ -44,8 +44,8 @@ pub enum Error {
     #[error("database directory is locked: it is open in another process or handle")]
     Locked,
 
-    /// An earlier write to the WAL or the manifest failed, or background work failed for
-    /// good. The database refuses further writes until it is reopened, because a retried
+    /// An earlier write to the WAL or the manifest failed, background work failed for good,
+    /// or a thread panicked in the engine (a bug). The database refuses further writes until it is reopened, because a retried
     /// fsync can report success for data that is gone. Reads still work. The failure that
     /// stopped writes is the field (and the [`source`](std::error::Error::source)). Corruption
     /// found by a background job stops writes too, but is reported as the

@@ -20,6 +20,9 @@ pub enum Bug {
     /// Every Ribbon filter build fails, as if no seed solved the key set (tables fall back to
     /// Bloom filters; the path a test must be able to reach).
     RibbonBuildFails = 16,
+    /// A write group's leader panics after appending its group to the WAL (not a bug to
+    /// catch: the path on which the other writers must get an error instead of hanging).
+    LeaderPanics = 32,
 }
 
 #[cfg(siltdb_sabotage)]

@@ -75,11 +75,7 @@ impl Core {
     fn guarded(self: Arc<Self>, what: &str, body: impl FnOnce(Arc<Self>)) {
         let core = self.clone();
         if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(self))) {
-            let msg = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
+            let msg = super::panic_message(&*panic);
             log::error!("{}: {what} thread panicked: {msg}", core.dir.display());
             Counters::add(&core.counters.background_errors, 1);
             let mut st = core.state.lock();

@@ -261,3 +261,13 @@ impl Core {
         }
     }
 }
+
+/// The message a panic carried (`panic!` with a literal or a format string), for the error
+/// that stops writes after it.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}

@@ -22,6 +22,7 @@ use bytes::Bytes;
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::cell::RefCell;
 use std::collections::VecDeque;
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -107,6 +108,12 @@ impl Waiter {
         let mut s = self.signal.lock();
         s.poked = true;
         self.cv.notify_one();
+    }
+
+    /// Drops whatever the waiter holds (after a panic, so that nothing reaches the thread's
+    /// next write).
+    fn forget(&self) {
+        *self.signal.lock() = Signal::default();
     }
 
     fn clear_poke(&self) {
@@ -286,7 +293,34 @@ impl Core {
                 }
             }
             may_gather = true;
-            let (mut group, outcome) = self.lead(&mut st);
+            let mut group = SPARE_GROUP.with(|s| std::mem::take(&mut *s.borrow_mut()));
+            // A panic while leading (a bug) must not leave the other writers waiting for a
+            // leader forever: it stops writes, and every writer of the group and of the queue
+            // gets that error; then the panic goes on in this thread. (The state lock is held
+            // again here: `MutexGuard::unlocked` re-locks when its closure unwinds.)
+            let round = panic::catch_unwind(AssertUnwindSafe(|| self.lead(&mut st, &mut group)));
+            let (outcome, panicked) = match round {
+                Ok(outcome) => (outcome, None),
+                Err(payload) => {
+                    let msg = super::panic_message(&*payload);
+                    log::error!(
+                        "{}: a write group's leader panicked: {msg}",
+                        self.dir.display()
+                    );
+                    self.poison(
+                        &mut st,
+                        &Error::other(format!("a write group's leader panicked: {msg}")),
+                    );
+                    let stop = match self.writable(&st) {
+                        Err(e) => e,
+                        Ok(()) => Error::other(msg),
+                    };
+                    while !st.writes.queue.is_empty() {
+                        st.writes.finish_front(Err(stop.clone()));
+                    }
+                    (Err(stop), Some(payload))
+                }
+            };
             let next = match st.writes.queue.front() {
                 Some(front) => Some(front.waiter.clone()),
                 None => {
@@ -312,6 +346,11 @@ impl Core {
             if group.capacity() <= 64 {
                 SPARE_GROUP.with(|s| *s.borrow_mut() = group);
             }
+            if let Some(payload) = panicked {
+                // This thread's request was in the group or in the queue: forget its answer.
+                me.forget();
+                panic::resume_unwind(payload);
+            }
             if let Some(outcome) = mine {
                 return outcome;
             }
@@ -324,11 +363,10 @@ impl Core {
 
     /// Runs one round as leader: a seal, or a group of writes from the front of the queue.
     /// Holds the state lock except while making room (a stall, a memtable rotation) and while
-    /// writing the WAL and the memtable. Returns the group, whose writers the caller tells the
-    /// outcome (an empty group when the round finished one request on its own: a seal, or a
-    /// request that failed before anything was written).
-    fn lead(&self, st: &mut MutexGuard<'_, State>) -> (Vec<GroupMember>, Result<()>) {
-        let mut group = SPARE_GROUP.with(|s| std::mem::take(&mut *s.borrow_mut()));
+    /// writing the WAL and the memtable. Fills `group` with the writes it took, whose writers
+    /// the caller tells the outcome it returns (`group` stays empty when the round finished
+    /// one request on its own: a seal, or a request that failed before anything was written).
+    fn lead(&self, st: &mut MutexGuard<'_, State>, group: &mut Vec<GroupMember>) -> Result<()> {
         let seal = matches!(
             st.writes.queue.front().map(|p| &p.kind),
             Some(PendingKind::Seal)
@@ -336,13 +374,13 @@ impl Core {
         if let Err(e) = self.make_room(st, seal) {
             // Fail the front request only; the others are led in later rounds.
             st.writes.finish_front(Err(e));
-            return (group, Ok(()));
+            return Ok(());
         }
         if seal {
             st.writes.finish_front(Ok(()));
-            return (group, Ok(()));
+            return Ok(());
         }
-        st.writes.take_group(&mut group);
+        st.writes.take_group(group);
         let count: u64 = group.iter().map(|g| u64::from(g.0.count)).sum();
         let last = st.writes.last_seq;
         // The group takes `first_seq ..= first_seq + count - 1`, all below `MAX_SEQ` (which
@@ -354,12 +392,12 @@ impl Core {
             let e = Error::InvalidArgument(format!(
                 "sequence numbers exhausted: the last is {last}, the largest is {MAX_SEQ}"
             ));
-            return (group, Err(e));
+            return Err(e);
         };
         let last_seq = first_seq + count - 1; // first_seq >= 1, first_seq + count <= MAX_SEQ
         let mem = st.tree.mem.clone();
         Counters::add(&self.counters.write_groups, 1);
-        let result = MutexGuard::unlocked(st, || self.commit_group(&mut group, first_seq, &mem));
+        let result = MutexGuard::unlocked(st, || self.commit_group(group, first_seq, &mem));
         if let Ok(Some(took)) = result {
             let wait = took.saturating_mul(GATHER_FSYNC_TIMES).min(MAX_GATHER);
             st.writes.gather_until = Some(Instant::now() + wait);
@@ -376,7 +414,7 @@ impl Core {
             let user_bytes: u64 = group.iter().map(|g| g.0.user_bytes).sum();
             Counters::add(&self.counters.user_bytes_written, user_bytes);
         }
-        (group, result)
+        result
     }
 
     /// Group commit for synced writes: one fsync costs as much for eight writes as for one, and
@@ -455,6 +493,9 @@ impl Core {
         let mut wal = self.wal.lock();
         let w = wal.as_mut().ok_or(Error::Closed)?;
         w.append(first_seq, count, group.iter().map(|g| g.0.ops.as_slice()))?;
+        if crate::sabotage::planted(crate::sabotage::Bug::LeaderPanics) {
+            panic!("planted: the leader panics after appending its group to the WAL");
+        }
         // One fsync covers every write of the group, and every write before it.
         let mut took = None;
         if group.iter().any(|g| g.1) {
