@@ -249,17 +249,17 @@ impl Core {
         let me = WAITER.with(Arc::clone);
         let mut st = self.state.lock();
         self.writable(&st)?;
-        let id = st.writes.next_id;
-        st.writes.next_id += 1;
-        st.writes.queue.push_back(Pending {
+        let w = &mut st.writes;
+        let id = w.next_id;
+        w.next_id += 1;
+        if let PendingKind::Write(b, _) = &kind {
+            w.queued_bytes += b.ops.len();
+        }
+        w.queue.push_back(Pending {
             id,
             kind,
             waiter: me.clone(),
         });
-        let w = &mut st.writes;
-        if let PendingKind::Write(b, _) = &w.queue.back().expect("just pushed").kind {
-            w.queued_bytes += b.ops.len();
-        }
         let mut may_gather = true;
         if !w.leader_active {
             // The queue was empty: this write is the front, and this thread leads.
