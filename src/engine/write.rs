@@ -246,7 +246,11 @@ impl Core {
 
     /// Queues a write (or a seal) and waits until a leader, perhaps this thread, has done it.
     pub(crate) fn submit(&self, kind: PendingKind) -> Result<()> {
-        let me = WAITER.with(Arc::clone);
+        // A write made while this thread exits (from another thread-local's destructor) may
+        // find the thread's waiter already gone: it waits on one of its own.
+        let me = WAITER
+            .try_with(Arc::clone)
+            .unwrap_or_else(|_| Arc::new(Waiter::default()));
         let mut st = self.state.lock();
         self.writable(&st)?;
         let w = &mut st.writes;
@@ -293,7 +297,9 @@ impl Core {
                 }
             }
             may_gather = true;
-            let mut group = SPARE_GROUP.with(|s| std::mem::take(&mut *s.borrow_mut()));
+            let mut group = SPARE_GROUP
+                .try_with(|s| std::mem::take(&mut *s.borrow_mut()))
+                .unwrap_or_default();
             // A panic while leading (a bug) must not leave the other writers waiting for a
             // leader forever: it stops writes, and every writer of the group and of the queue
             // gets that error; then the panic goes on in this thread. (The state lock is held
@@ -344,7 +350,7 @@ impl Core {
             }
             group.clear();
             if group.capacity() <= 64 {
-                SPARE_GROUP.with(|s| *s.borrow_mut() = group);
+                let _ = SPARE_GROUP.try_with(|s| *s.borrow_mut() = group);
             }
             if let Some(payload) = panicked {
                 // This thread's request was in the group or in the queue: forget its answer.
