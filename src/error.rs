@@ -45,11 +45,11 @@ pub enum Error {
     Locked,
 
     /// An earlier write to the WAL or the manifest failed, background work failed for good,
-    /// or a thread panicked in the engine (a bug). The database refuses further writes until it is reopened, because a retried
-    /// fsync can report success for data that is gone. Reads still work. The failure that
-    /// stopped writes is the field (and the [`source`](std::error::Error::source)). Corruption
-    /// found by a background job stops writes too, but is reported as the
-    /// [`Error::Corruption`] itself.
+    /// or a thread panicked in the engine (a bug). The database refuses further writes until
+    /// it is reopened, because a retried fsync can report success for data that is gone.
+    /// Reads still work. The failure that stopped writes is the field (and the
+    /// [`source`](std::error::Error::source)). Corruption found by a background job stops
+    /// writes too, but is reported as the [`Error::Corruption`] itself.
     #[error("database refuses writes after an earlier failure: {0}")]
     Poisoned(#[source] Arc<Error>),
 

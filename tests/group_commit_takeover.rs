@@ -41,6 +41,24 @@ fn open(fs: Arc<dyn FileSystem>) -> Db {
     Db::open_with(Path::new("/db"), opts).unwrap()
 }
 
+/// Collects `n` answers from writer threads; a writer that sends none within a minute is a
+/// hang, and the test fails instead of waiting forever.
+fn answers<T>(rx: &mpsc::Receiver<T>, n: u64) -> Vec<T> {
+    (0..n)
+        .map(|_| {
+            rx.recv_timeout(Duration::from_secs(60))
+                .expect("a writer got no answer (the write queue hung)")
+        })
+        .collect()
+}
+
+/// Drops `db` and opens what a power loss now would leave of `mem`.
+fn reopen_after_power_loss(mem: &MemFs, db: Arc<Db>) -> Db {
+    let image = mem.crash_image(CrashImageOptions::POWER_LOSS);
+    drop(db);
+    open(Arc::new(image))
+}
+
 /// What one writer thread saw: how many of its writes were acknowledged, and the error that
 /// stopped it (if any).
 struct Writer {
@@ -78,12 +96,7 @@ fn run_writers(db: &Arc<Db>, limit: u64, while_writing: impl FnOnce()) -> Vec<Wr
     }
     drop(tx);
     while_writing();
-    let mut seen: Vec<Writer> = (0..THREADS)
-        .map(|_| {
-            rx.recv_timeout(Duration::from_secs(60))
-                .expect("a writer got no answer (the write queue hung)")
-        })
-        .collect();
+    let mut seen = answers(&rx, THREADS);
     seen.sort_by_key(|w| w.thread);
     seen
 }
@@ -130,10 +143,7 @@ fn batches_too_large_for_one_group_are_led_by_whoever_completes_the_group() {
         });
     }
     drop(tx);
-    for _ in 0..THREADS {
-        rx.recv_timeout(Duration::from_secs(60))
-            .expect("a writer got no answer (the write queue hung)");
-    }
+    answers(&rx, THREADS);
     let after = db.stats();
     let groups = after.write_groups - before.write_groups;
     let syncs = after.wal_syncs - before.wal_syncs;
@@ -145,9 +155,7 @@ fn batches_too_large_for_one_group_are_led_by_whoever_completes_the_group() {
     );
     assert!(syncs <= groups, "{syncs} fsyncs for {groups} groups");
 
-    let image = mem.crash_image(CrashImageOptions::POWER_LOSS);
-    drop(db);
-    let db = open(Arc::new(image));
+    let db = reopen_after_power_loss(&mem, db);
     for t in 0..THREADS {
         for r in 0..ROUNDS {
             for j in 0..PER_BATCH {
@@ -183,9 +191,7 @@ fn closing_while_synced_groups_gather_answers_every_writer() {
         "some groups were committed before the close"
     );
     // Every acknowledged write was synced: it survives a power loss after the close.
-    let image = mem.crash_image(CrashImageOptions::POWER_LOSS);
-    drop(db);
-    let db = open(Arc::new(image));
+    let db = reopen_after_power_loss(&mem, db);
     assert_acknowledged_present(&db, &seen);
 }
 
@@ -224,9 +230,7 @@ fn a_failed_fsync_fails_its_group_and_every_write_after_it() {
     assert!(db.close().is_err());
 
     mem.set_fault(None);
-    let image = mem.crash_image(CrashImageOptions::POWER_LOSS);
-    drop(db);
-    let db = open(Arc::new(image));
+    let db = reopen_after_power_loss(&mem, db);
     assert_acknowledged_present(&db, &seen);
 }
 
@@ -270,10 +274,7 @@ fn synced_and_unsynced_writers_and_flushes_mixed_are_all_answered_in_order() {
         });
     }
     drop(tx);
-    for _ in 0..WRITERS {
-        rx.recv_timeout(Duration::from_secs(60))
-            .expect("a writer got no answer (the write queue hung)");
-    }
+    answers(&rx, WRITERS);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     assert!(flusher.join().unwrap() >= 1);
     for t in 0..WRITERS {
@@ -285,9 +286,7 @@ fn synced_and_unsynced_writers_and_flushes_mixed_are_all_answered_in_order() {
     }
     // After a power loss each synced writer's last value is there (its own fsync covered
     // it); an unsynced writer's value is one it wrote, or none.
-    let image = mem.crash_image(CrashImageOptions::POWER_LOSS);
-    drop(db);
-    let db = open(Arc::new(image));
+    let db = reopen_after_power_loss(&mem, db);
     for t in 0..WRITERS {
         let got = db.get(format!("own{t:02}")).unwrap();
         if t % 2 == 0 {

@@ -50,7 +50,6 @@ pub(crate) enum PendingKind {
 }
 
 struct Pending {
-    id: u64,
     kind: PendingKind,
     /// Where its writer waits (one per thread, reused).
     waiter: Arc<Waiter>,
@@ -151,12 +150,12 @@ impl Waiter {
 /// The writers waiting to be committed.
 pub(super) struct WriteQueue {
     queue: VecDeque<Pending>,
-    next_id: u64,
     /// Some writer leads, or has been handed the lead: it alone takes from the queue. False
     /// only while the queue is empty.
     leader_active: bool,
-    /// The id of the front request whose leader waits for its synced group to fill up.
-    gathering: Option<u64>,
+    /// The waiter of the leader that waits for its synced group to fill up (its write is the
+    /// front one).
+    gathering: Option<Arc<Waiter>>,
     /// Bytes of the batches in `queue`.
     queued_bytes: usize,
     /// Sequence number of the last write given one (visible once its group is in the
@@ -174,7 +173,6 @@ impl WriteQueue {
     pub(super) fn new(last_seq: SeqNo) -> WriteQueue {
         WriteQueue {
             queue: VecDeque::new(),
-            next_id: 0,
             leader_active: false,
             gathering: None,
             queued_bytes: 0,
@@ -254,13 +252,10 @@ impl Core {
         let mut st = self.state.lock();
         self.writable(&st)?;
         let w = &mut st.writes;
-        let id = w.next_id;
-        w.next_id += 1;
         if let PendingKind::Write(b, _) = &kind {
             w.queued_bytes += b.ops.len();
         }
         w.queue.push_back(Pending {
-            id,
             kind,
             waiter: me.clone(),
         });
@@ -308,19 +303,14 @@ impl Core {
             let (outcome, panicked) = match round {
                 Ok(outcome) => (outcome, None),
                 Err(payload) => {
-                    let msg = super::panic_message(&*payload);
-                    log::error!(
-                        "{}: a write group's leader panicked: {msg}",
-                        self.dir.display()
-                    );
-                    self.poison(
-                        &mut st,
-                        &Error::other(format!("a write group's leader panicked: {msg}")),
-                    );
-                    let stop = match self.writable(&st) {
-                        Err(e) => e,
-                        Ok(()) => Error::other(msg),
-                    };
+                    let cause = Error::other(format!(
+                        "a write group's leader panicked: {}",
+                        super::panic_message(&*payload)
+                    ));
+                    log::error!("{}: {cause}", self.dir.display());
+                    self.poison(&mut st, &cause);
+                    // Writes are refused now, with this cause or an earlier one.
+                    let stop = self.writable(&st).err().unwrap_or(cause);
                     while !st.writes.queue.is_empty() {
                         st.writes.finish_front(Err(stop.clone()));
                     }
@@ -438,7 +428,7 @@ impl Core {
     fn gather_synced_writers<'a>(
         &'a self,
         mut st: MutexGuard<'a, State>,
-        me: &Waiter,
+        me: &Arc<Waiter>,
     ) -> Option<MutexGuard<'a, State>> {
         let w = &st.writes;
         let Some(front) = w.queue.front() else {
@@ -447,7 +437,6 @@ impl Core {
         let (PendingKind::Write(_, true), Some(deadline)) = (&front.kind, w.gather_until) else {
             return Some(st);
         };
-        let id = front.id;
         loop {
             if st.writes.gather_is_whole()
                 || Instant::now() >= deadline
@@ -455,7 +444,7 @@ impl Core {
             {
                 return Some(st);
             }
-            st.writes.gathering = Some(id);
+            st.writes.gathering = Some(Arc::clone(me));
             // A poke comes under the state lock, so none is missed from here on.
             me.clear_poke();
             drop(st);
@@ -464,7 +453,13 @@ impl Core {
                 return None;
             }
             st = self.state.lock();
-            if st.writes.gathering != Some(id) {
+            // Another writer took the group over (and perhaps another leader gathers now).
+            if !st
+                .writes
+                .gathering
+                .as_ref()
+                .is_some_and(|g| Arc::ptr_eq(g, me))
+            {
                 return None;
             }
             st.writes.gathering = None;
