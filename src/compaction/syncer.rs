@@ -11,7 +11,7 @@
 
 use crate::error::{io_context, Result};
 use crate::fs::WritableFile;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
@@ -55,11 +55,9 @@ impl Syncer {
             Some((tx, _)) => match tx.send((path, file)) {
                 Ok(()) => Ok(()),
                 // The thread is gone (it panicked): sync here.
-                Err(mpsc::SendError((path, mut file))) => {
-                    file.sync().map_err(|e| io_context("sync", &path, e))
-                }
+                Err(mpsc::SendError((path, mut file))) => sync(&path, file.as_mut()),
             },
-            None => file.sync().map_err(|e| io_context("sync", &path, e)),
+            None => sync(&path, file.as_mut()),
         }
     }
 
@@ -90,13 +88,17 @@ impl Drop for Syncer {
     }
 }
 
+fn sync(path: &Path, file: &mut dyn WritableFile) -> Result<()> {
+    file.sync().map_err(|e| io_context("sync", path, e))
+}
+
 /// Syncs every file received; after a failure or a cancel, syncs no more (the job fails
 /// anyway) and returns the failure once the sender is gone.
 fn sync_all(rx: mpsc::Receiver<Work>, cancelled: &AtomicBool) -> Result<()> {
     let mut outcome = Ok(());
     for (path, mut file) in rx {
         if outcome.is_ok() && !cancelled.load(Ordering::Relaxed) {
-            outcome = file.sync().map_err(|e| io_context("sync", &path, e));
+            outcome = sync(&path, file.as_mut());
         }
     }
     outcome

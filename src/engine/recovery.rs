@@ -133,14 +133,12 @@ pub(super) fn recover(
                 // tree together, so a batch still appears whole (and a WAL of an older
                 // version, whose batches could hold more operations, still fits).
                 if !opts.read_only && recovered.is_full() {
-                    parts.push(flush_part(&ctx, &versions, &recovered)?);
-                    recovered = Memtable::new(0);
+                    parts.push(seal_part(&ctx, &versions, &mut recovered)?);
                 }
                 super::write::apply_op(&recovered, op.kind, op.key, op.value, seq)?;
             }
             if !opts.read_only && recovered.approx_bytes() >= part_limit {
-                parts.push(flush_part(&ctx, &versions, &recovered)?);
-                recovered = Memtable::new(0);
+                parts.push(seal_part(&ctx, &versions, &mut recovered)?);
             }
             Ok(())
         })?;
@@ -330,6 +328,13 @@ fn flush_recovered(
         log::info!("recovered the WALs into {tables} L0 tables ({bytes} bytes)");
     }
     Ok(new_wal)
+}
+
+/// Writes `mem` out as [`flush_part`] does, and starts the next part in an empty memtable.
+fn seal_part(ctx: &Ctx<'_>, versions: &VersionSet, mem: &mut Memtable) -> Result<JobOutput> {
+    let out = flush_part(ctx, versions, mem)?;
+    *mem = Memtable::new(0);
+    Ok(out)
 }
 
 /// Writes `mem` (replayed writes) to L0 table files, synced; the caller adds them to the

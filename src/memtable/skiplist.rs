@@ -51,8 +51,9 @@ const FIRST_BITS: u32 = 8;
 /// Arrays of doubling size of a capped [`Slots`] (up to 32,768 slots each).
 const DOUBLING: usize = 8;
 
-/// Arrays of doubling size of an uncapped [`Slots`]: enough for its [`CAPACITY`].
-const DOUBLING_ALL: usize = 18;
+/// Arrays of doubling size of an uncapped [`Slots`]: exactly enough for its [`CAPACITY`]
+/// (arrays `0 ..= k` hold `2^(k + 1 + FIRST_BITS) - 2^FIRST_BITS` slots).
+const DOUBLING_ALL: usize = 25 - FIRST_BITS as usize;
 
 /// Slots in the doubling arrays together.
 const DOUBLING_SLOTS: u32 = (1 << (DOUBLING as u32 + FIRST_BITS)) - (1 << FIRST_BITS);
@@ -67,6 +68,9 @@ const FIXED_ARRAYS: usize = 1022;
 
 /// Slots a [`Slots`] can hold: about 2^25.
 const CAPACITY: u32 = DOUBLING_SLOTS + FIXED_LEN * FIXED_ARRAYS as u32;
+
+// Capped and uncapped slots hold the same number of slots.
+const _: () = assert!(CAPACITY == (1 << (DOUBLING_ALL as u32 + FIRST_BITS)) - (1 << FIRST_BITS));
 
 /// A node or tower reference: 0 is "none", `i + 1` is node (or tower) `i`.
 type Link = u32;
@@ -519,16 +523,14 @@ impl SkipList {
         let mut w = self.writer.lock();
         let height = random_height(&mut w.rng);
         let index = w.next_node;
-        if index > MAX_INDEX {
-            return false;
-        }
-        let (Some(node), Some(entry), Some(link)) = (
+        // `None` past the capacity, so `index + 1` below fits.
+        let (Some(node), Some(entry)) = (
             self.nodes.get_or_grow(index),
             self.entries.get_or_grow(index),
-            index.checked_add(1),
         ) else {
             return false;
         };
+        let link = index + 1;
         let prefix = key.prefix();
         let mut tower = None;
         let grown = if height > 1 {
@@ -655,10 +657,8 @@ impl SkipList {
         if !Slots::<AtomicU64, false>::one_array(base, span) {
             return None;
         }
-        let last = base.checked_add(span - 1)?;
-        if last > MAX_INDEX {
-            return None;
-        }
+        // `one_array` proved this does not overflow; `get_or_grow` refuses it past the capacity.
+        let last = base + span - 1;
         self.towers.get_or_grow(last)?;
         Some((base, last + 1))
     }
