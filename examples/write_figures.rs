@@ -15,9 +15,10 @@
 //! Prints keys/s, write amplification, insert latency percentiles, slowdowns and stops, and
 //! compaction throughput. `sync`: `sync_writes(true)`, N writes split over T threads; prints
 //! writes/s and WAL fsyncs per write. `unsynced`: the same with the WAL not synced (write
-//! groups under contention; the time stops when the last write returns). `recover`: a child process writes N MiB into one
-//! unflushed WAL (memtable larger than that) and exits without closing; the parent then opens
-//! the database with the default memtable and prints the time to open and its peak RSS.
+//! groups under contention; the time stops when the last write returns). `recover`: a child
+//! process writes N MiB into one unflushed WAL (memtable larger than that) and exits without
+//! closing; the parent then opens the database with the default memtable and prints the time
+//! to open and its peak RSS.
 use siltdb::{Db, Options, Stats};
 use std::path::Path;
 use std::time::{Duration, Instant};

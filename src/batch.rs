@@ -23,8 +23,8 @@ pub const MAX_BATCH_OPS: u32 = 1 << 24;
 /// together or not at all, also across a crash. Later operations on the same key win.
 ///
 /// Invalid operations (a key over [`MAX_KEY_SIZE`], a value over [`MAX_VALUE_SIZE`], more
-/// than [`MAX_BATCH_OPS`] operations or [`MAX_BATCH_SIZE`] bytes) are remembered and make `Db::write` return [`Error::InvalidArgument`](crate::Error) without
-/// writing anything.
+/// than [`MAX_BATCH_OPS`] operations or [`MAX_BATCH_SIZE`] bytes) are remembered and make
+/// `Db::write` return [`Error::InvalidArgument`](crate::Error) without writing anything.
 #[derive(Clone, Debug, Default)]
 pub struct WriteBatch {
     pub(crate) ops: Vec<u8>,
