@@ -88,6 +88,9 @@ impl FileSystem for CountingFs {
             io: is_table(path).then(|| self.io.clone()),
         }))
     }
+    fn create_log(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        OsFs.create_log(path)
+    }
     fn open(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>> {
         let inner = OsFs.open(path)?;
         if is_table(path) {

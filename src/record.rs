@@ -92,13 +92,19 @@ impl RecordWriter {
         RecordWriter { file }
     }
 
-    /// Appends an already framed buffer (see [`frame_in_place`]) with one write.
+    /// Appends an already framed buffer (see [`frame_in_place`]) with one write, its header
+    /// stored last.
     pub(crate) fn append_framed(&mut self, framed: &[u8]) -> io::Result<()> {
-        self.file.append(framed)
+        self.file.append_framed(framed, HEADER_LEN)
     }
 
     pub(crate) fn sync(&mut self) -> io::Result<()> {
         self.file.sync()
+    }
+
+    /// Ends the log: space allocated ahead is given back and everything is synced.
+    pub(crate) fn finish(&mut self) -> io::Result<()> {
+        self.file.finish()
     }
 
     pub(crate) fn len(&self) -> u64 {
@@ -260,6 +266,20 @@ impl RecordReader {
         Ok(tail.iter().all(|&b| b == 0))
     }
 
+    /// True if every byte from `from` to the end of the file is zero.
+    fn zero_to_end(&self, from: u64) -> Result<bool> {
+        const STEP: u64 = 1 << 16;
+        let mut at = from;
+        while at < self.len {
+            let n = STEP.min(self.len - at);
+            if self.read(at, n as usize)?.iter().any(|&b| b != 0) {
+                return Ok(false);
+            }
+            at += n;
+        }
+        Ok(true)
+    }
+
     /// The next record; `Ok(None)` at the end (after which [`tail`](Self::tail) says whether a
     /// torn tail was cut); `Err(Corruption)` for damage that a crash cannot explain.
     pub(crate) fn next(&mut self) -> Result<Option<Record>> {
@@ -273,6 +293,11 @@ impl RecordReader {
             return Ok(Some(Record { offset, payload }));
         }
         self.done = true;
+        // Zeros from a record boundary to the end are space allocated ahead of the writer (a
+        // log written through a map, cut short by a crash): the log ends here, nothing is torn.
+        if self.zero_to_end(offset)? {
+            return Ok(None);
+        }
         // Where a following record could start: after this one if its header is intact (its
         // own payload is user data and may hold anything), else anywhere after its start.
         let remaining = self.len - offset;
@@ -381,13 +406,37 @@ mod tests {
     }
 
     #[test]
-    fn zero_filled_tail_is_torn() {
+    fn zeros_after_the_last_record_end_the_log_without_a_torn_tail() {
+        // Space allocated ahead of a mapped log's writer, left by a crash.
         let (fs, p, mut bytes) = log_with(&[b"one"]);
         bytes.extend_from_slice(&[0u8; 100]);
         fs.write_file(&p, &bytes).unwrap();
         let (recs, tail) = read_all(&fs, &p).unwrap();
         assert_eq!(recs.len(), 1);
-        assert_eq!(tail.dropped_bytes, 100);
+        assert_eq!(tail, TailReport::default());
+    }
+
+    #[test]
+    fn a_payload_copied_without_its_header_is_a_torn_tail() {
+        // A mapped log stores the header last: a process killed in the copy leaves the payload
+        // (or part of it) after a zero header, and zeros after that.
+        let (fs, p, mut bytes) = log_with(&[b"one"]);
+        let start = bytes.len();
+        let full = frame(b"a payload the crash cut off", 7);
+        bytes.extend_from_slice(&[0u8; HEADER_LEN]);
+        bytes.extend_from_slice(&full[HEADER_LEN..HEADER_LEN + 10]);
+        bytes.extend_from_slice(&[0u8; 4096]);
+        fs.write_file(&p, &bytes).unwrap();
+        let (recs, tail) = read_all(&fs, &p).unwrap();
+        assert_eq!(recs.len(), 1);
+        assert_eq!(tail.torn_at, Some(start as u64));
+        assert_eq!(tail.dropped_bytes, (bytes.len() - start) as u64);
+        // The header's first 12 bytes copied too, its checksum not yet: still torn.
+        bytes[start..start + 12].copy_from_slice(&full[..12]);
+        fs.write_file(&p, &bytes).unwrap();
+        let (recs, tail) = read_all(&fs, &p).unwrap();
+        assert_eq!(recs.len(), 1);
+        assert_eq!(tail.torn_at, Some(start as u64));
     }
 
     #[test]

@@ -222,8 +222,9 @@ pub(crate) struct WalWriter {
 impl WalWriter {
     /// Creates a new WAL file. The caller syncs the directory before acknowledging writes.
     pub(crate) fn create(fs: &dyn FileSystem, path: &Path, number: u64) -> Result<WalWriter> {
-        let file: Box<dyn WritableFile> =
-            fs.create(path).map_err(|e| io_context("create", path, e))?;
+        let file: Box<dyn WritableFile> = fs
+            .create_log(path)
+            .map_err(|e| io_context("create", path, e))?;
         Ok(WalWriter {
             log: RecordWriter::new(file),
             number,
@@ -260,14 +261,23 @@ impl WalWriter {
 
     /// fdatasync of the WAL file.
     pub(crate) fn sync(&mut self) -> Result<()> {
+        self.durable(RecordWriter::sync)
+    }
+
+    /// Ends the WAL (it is no longer written): gives back the space allocated ahead of the
+    /// writer and syncs the file and its length.
+    pub(crate) fn finish(&mut self) -> Result<()> {
+        self.durable(RecordWriter::finish)
+    }
+
+    /// Runs `op` (a sync of the log), unless an earlier failure stands; a failure stands for
+    /// every later call.
+    fn durable(&mut self, op: fn(&mut RecordWriter) -> std::io::Result<()>) -> Result<()> {
         self.check_not_failed()?;
         if crate::sabotage::planted(crate::sabotage::Bug::SkipWalFsync) {
             return Ok(());
         }
-        let res = self
-            .log
-            .sync()
-            .map_err(|e| io_context("sync", &self.path, e));
+        let res = op(&mut self.log).map_err(|e| io_context("sync", &self.path, e));
         self.remember_failure(res)
     }
 

@@ -192,7 +192,7 @@ impl Core {
         // Take the WAL away so that a leader still inside `lead` fails with `Closed` instead of
         // appending after the final sync.
         let res = match self.wal.lock().take() {
-            Some(mut w) => w.sync(),
+            Some(mut w) => w.finish(),
             None => Ok(()),
         };
         self.env.obsolete.purge();

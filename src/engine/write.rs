@@ -602,8 +602,9 @@ impl Core {
             // `close` took the WAL while the lock was released: nothing more is written.
             let old = wal.as_mut().ok_or(Error::Closed)?;
             // Sync the old WAL so that a power loss keeps a prefix of the history: the new
-            // WAL may be synced later while the old one is not.
-            old.sync()?;
+            // WAL may be synced later while the old one is not. (`finish` also gives back the
+            // space allocated ahead of the writer.)
+            old.finish()?;
             *wal = Some(new_wal);
             Ok(())
         });

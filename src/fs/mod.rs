@@ -6,6 +6,8 @@
 //! (what a machine would find after a power loss or a process crash at that moment) and can
 //! fail a chosen operation, which is how the durability tests pull the plug.
 
+#[cfg(target_os = "linux")]
+mod mapped;
 mod mem;
 mod os;
 
@@ -26,6 +28,14 @@ pub trait FileSystem: Send + Sync + fmt::Debug + 'static {
     /// Creates `path` (truncating an existing file) for appending. The new directory entry is
     /// durable only after [`sync_dir`](Self::sync_dir) of the parent directory.
     fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>>;
+    /// Creates `path` (truncating an existing file) for a log: many small appends, each of
+    /// which must survive a process crash once it returns (the WAL). An implementation may
+    /// allocate the file ahead of the writer, so that a crash leaves it ending in zeros after
+    /// the last append; [`WritableFile::finish`] cuts it back. Default: [`create`](Self::create).
+    /// [`OsFs`] writes logs through a shared memory map on Linux.
+    fn create_log(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        self.create(path)
+    }
     /// Opens an existing file for positioned reads.
     fn open(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>>;
     /// Atomically renames `from` to `to`, replacing `to`. Durable after `sync_dir`.
@@ -52,8 +62,21 @@ pub trait WritableFile: Send + fmt::Debug {
     /// Appends `data`. When this returns, the bytes are in the operating system (no user-space
     /// buffer holds them), so they survive a process crash.
     fn append(&mut self, data: &[u8]) -> io::Result<()>;
+    /// Appends a framed record whose first `head` bytes are its header: the same bytes as
+    /// [`append`](Self::append), but an implementation that can be interrupted in the middle of
+    /// a copy stores the header last, so that a crash never leaves a whole header over a partly
+    /// written payload. Default: `append(data)` (a `write(2)` is not cut short by a crash).
+    fn append_framed(&mut self, data: &[u8], head: usize) -> io::Result<()> {
+        let _ = head;
+        self.append(data)
+    }
     /// Makes every appended byte durable (fdatasync).
     fn sync(&mut self) -> io::Result<()>;
+    /// Ends the file: gives back space allocated ahead of the writer, if any, and makes every
+    /// appended byte and the file's length durable. Default: [`sync`](Self::sync).
+    fn finish(&mut self) -> io::Result<()> {
+        self.sync()
+    }
     /// Bytes appended so far.
     fn len(&self) -> u64;
     /// True if nothing was appended.

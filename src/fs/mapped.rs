@@ -1,0 +1,260 @@
+//! [`MappedLog`]: a log file appended to through a shared memory map, so that an append is a
+//! memory copy instead of a `write(2)` system call.
+//!
+//! The file is extended ahead of the writer in windows of [`WINDOW`] bytes with
+//! `posix_fallocate` (so the blocks exist and a full disk is an error from the append that
+//! asks for the window, never a `SIGBUS` from a store), and the window is mapped `MAP_SHARED`:
+//! a copied byte is in the page cache at once, so it survives a process crash exactly as a
+//! returned `write(2)` does. `fdatasync` writes the pages dirtied through the map like any
+//! other dirty page of the file. [`finish`](WritableFile::finish) unmaps, cuts the file back to
+//! the bytes appended and syncs it; a file left by a crash instead ends in zeros up to the
+//! window's end, which the log reader takes as the end of the log (`docs/format.md` section 2).
+//!
+//! A framed record is stored *header last*: the payload first, then the header's first bytes,
+//! then, after a fence, its last four bytes (the header checksum) with a single store. A
+//! process killed in the middle of a copy (a page fault is a point where `SIGKILL` lands) thus
+//! leaves either a whole record or one whose header does not check, which the reader takes
+//! for a torn tail; never a valid header over a partly copied payload.
+//!
+//! This is the one module with `unsafe` code: mapping a file is `unsafe` in Rust because
+//! another process could change or shorten it under the map. The database's directory lock
+//! keeps other siltdb processes away from a live WAL, and the map covers only bytes that this
+//! writer allocated and only it writes.
+
+use super::WritableFile;
+use memmap2::{MmapMut, MmapOptions};
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{fence, Ordering};
+
+/// Bytes the file is extended and mapped by at a time (a record larger than this gets a window
+/// of its own size). A crash leaves at most this many zero bytes after the last record.
+pub(crate) const WINDOW: u64 = 1 << 20;
+
+/// A log file written through a memory map (see the module documentation).
+#[derive(Debug)]
+pub(crate) struct MappedLog {
+    file: File,
+    /// The mapped window and the file offset of its first byte.
+    map: Option<(MmapMut, u64)>,
+    /// Bytes appended.
+    len: u64,
+    /// Bytes allocated (the file's size while it is being written).
+    allocated: u64,
+    /// `allocated` as of the last sync: a sync after the file grew is an `fsync`, so that the
+    /// new length is durable with the bytes in it whatever the file system's `fdatasync` does.
+    synced_size: u64,
+}
+
+impl MappedLog {
+    /// Writes a new, empty file through a map. The first window is allocated on the first
+    /// append.
+    pub(crate) fn new(file: File) -> MappedLog {
+        MappedLog {
+            file,
+            map: None,
+            len: 0,
+            allocated: 0,
+            synced_size: 0,
+        }
+    }
+
+    /// Makes the window cover `[len, len + n)`, allocating and mapping a new one if needed;
+    /// returns the window and the offset of `len` in it.
+    fn window_for(&mut self, n: usize) -> io::Result<(&mut MmapMut, usize)> {
+        let end = self.len + n as u64;
+        let covered = matches!(&self.map, Some((m, start)) if start + m.len() as u64 >= end);
+        if !covered {
+            // Unmapping keeps the dirty pages in the page cache: nothing is lost.
+            self.map = None;
+            let start = self.len;
+            let size = WINDOW.max(n as u64);
+            let want = start + size;
+            if want > self.allocated {
+                allocate(&self.file, self.allocated, want - self.allocated)?;
+                self.allocated = want;
+            }
+            let size = usize::try_from(size)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "window too large"))?;
+            // SAFETY: the range lies inside the file (allocated just above), which this writer
+            // alone writes; the database's directory lock keeps other siltdb processes away.
+            #[allow(unsafe_code)]
+            let map = unsafe {
+                MmapOptions::new()
+                    .offset(start)
+                    .len(size)
+                    .map_mut(&self.file)?
+            };
+            self.map = Some((map, start));
+        }
+        let (map, start) = self.map.as_mut().expect("mapped just above");
+        let at = (self.len - *start) as usize;
+        Ok((map, at))
+    }
+}
+
+/// Allocates `[offset, offset + len)` of `file`, growing it (`posix_fallocate`: a full disk
+/// fails here, not at a later store through the map).
+fn allocate(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    let too_big = || io::Error::new(io::ErrorKind::InvalidInput, "file offset too large");
+    let offset = libc::off_t::try_from(offset).map_err(|_| too_big())?;
+    let len = libc::off_t::try_from(len).map_err(|_| too_big())?;
+    // SAFETY: a plain system call on a descriptor this struct owns; no memory is passed.
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), offset, len) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(rc))
+    }
+}
+
+impl WritableFile for MappedLog {
+    fn append(&mut self, data: &[u8]) -> io::Result<()> {
+        self.append_framed(data, 0)
+    }
+
+    fn append_framed(&mut self, data: &[u8], head: usize) -> io::Result<()> {
+        let head = head.min(data.len());
+        let (map, at) = self.window_for(data.len())?;
+        let dst = &mut map[at..at + data.len()];
+        dst[head..].copy_from_slice(&data[head..]);
+        let last = head.saturating_sub(4);
+        dst[..last].copy_from_slice(&data[..last]);
+        fence(Ordering::Release);
+        if head - last == 4 {
+            let word =
+                u32::from_ne_bytes([data[last], data[last + 1], data[last + 2], data[last + 3]]);
+            let p = dst[last..head].as_mut_ptr().cast::<u32>();
+            // SAFETY: `p` points at 4 bytes of `dst`, which is mapped and writable; the store
+            // is unaligned-safe and is one instruction, so a crash never leaves half of it.
+            #[allow(unsafe_code)]
+            unsafe {
+                p.write_unaligned(word)
+            };
+        } else {
+            dst[last..head].copy_from_slice(&data[last..head]);
+        }
+        self.len += data.len() as u64;
+        Ok(())
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        if self.allocated == self.synced_size {
+            return self.file.sync_data();
+        }
+        self.file.sync_all()?;
+        self.synced_size = self.allocated;
+        Ok(())
+    }
+
+    fn finish(&mut self) -> io::Result<()> {
+        self.map = None;
+        if self.allocated != self.len {
+            self.file.set_len(self.len)?;
+            self.allocated = self.len;
+        }
+        self.sync()
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+impl Drop for MappedLog {
+    /// Cuts the file back to the bytes appended, best effort: a file that keeps its zero tail
+    /// (this fails, or the process dies first) still reads correctly.
+    fn drop(&mut self) {
+        self.map = None;
+        if self.allocated != self.len {
+            let _ = self.file.set_len(self.len);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs::OpenOptions;
+
+    fn create(path: &std::path::Path) -> MappedLog {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .unwrap();
+        MappedLog::new(file)
+    }
+
+    #[test]
+    fn appends_across_windows_and_finish_cuts_the_zero_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("log");
+        let mut w = create(&p);
+        let mut want = Vec::new();
+        // Records of varied sizes, one larger than a window, crossing several windows.
+        for (i, n) in [100usize, 5000, WINDOW as usize + 17, 3, 900_000, 0, 64]
+            .into_iter()
+            .enumerate()
+        {
+            let rec: Vec<u8> = (0..n).map(|j| (i * 31 + j) as u8).collect();
+            w.append_framed(&rec, 16).unwrap();
+            want.extend_from_slice(&rec);
+            assert_eq!(w.len(), want.len() as u64);
+        }
+        // Before `finish` the file is longer than the log, and what is past the log is zero.
+        let raw = std::fs::read(&p).unwrap();
+        assert!(raw.len() > want.len(), "{} <= {}", raw.len(), want.len());
+        assert_eq!(&raw[..want.len()], &want[..]);
+        assert!(raw[want.len()..].iter().all(|&b| b == 0));
+        w.finish().unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), want);
+        // Appends may go on after a finish.
+        w.append(b"more").unwrap();
+        drop(w);
+        want.extend_from_slice(b"more");
+        assert_eq!(std::fs::read(&p).unwrap(), want);
+    }
+
+    #[test]
+    fn bytes_are_in_the_file_before_any_sync_or_unmap() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("log");
+        let mut w = create(&p);
+        w.append_framed(b"0123456789abcdefpayload", 16).unwrap();
+        // Another descriptor sees the bytes at once: they are in the page cache, which a
+        // process crash does not take away.
+        let raw = std::fs::read(&p).unwrap();
+        assert_eq!(&raw[..23], b"0123456789abcdefpayload");
+        assert_eq!(raw.len() as u64, WINDOW);
+        // A leak (no drop, as in a crash) keeps them too.
+        std::mem::forget(w);
+        assert_eq!(
+            &std::fs::read(&p).unwrap()[..23],
+            b"0123456789abcdefpayload"
+        );
+    }
+
+    #[test]
+    fn a_failed_allocation_is_an_error_not_a_signal() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("log");
+        let file = OpenOptions::new()
+            .read(true)
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&p)
+            .unwrap();
+        drop(file);
+        // A read-only descriptor cannot be allocated or mapped for writing.
+        let ro = File::open(&p).unwrap();
+        let mut w = MappedLog::new(ro);
+        assert!(w.append(b"x").is_err());
+        assert_eq!(w.len(), 0);
+    }
+}
