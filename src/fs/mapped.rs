@@ -16,6 +16,10 @@
 //! leaves either a whole record or one whose header does not check, which the reader takes
 //! for a torn tail; never a valid header over a partly copied payload.
 //!
+//! A file system that refuses a shared writable map (some network and FUSE file systems do)
+//! gets positioned `write(2)`s at the log's end instead, from the first refused window on,
+//! with a warning in the log; nothing else changes.
+//!
 //! This is the one module with `unsafe` code: mapping a file is `unsafe` in Rust because
 //! another process could change or shorten it under the map. The database's directory lock
 //! keeps other siltdb processes away from a live WAL, and the map covers only bytes that this
@@ -26,6 +30,7 @@ use memmap2::{MmapMut, MmapOptions};
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
 use std::sync::atomic::{fence, Ordering};
 
 /// Bytes the file is extended and mapped by at a time (a record larger than this gets a window
@@ -45,6 +50,12 @@ pub(crate) struct MappedLog {
     /// `allocated` as of the last sync: a sync after the file grew is an `fsync`, so that the
     /// new length is durable with the bytes in it whatever the file system's `fdatasync` does.
     synced_size: u64,
+    /// The file system refused a shared writable map (some network and FUSE file systems do):
+    /// the rest of the file is written with positioned `write(2)`s at `len`.
+    unmappable: bool,
+    /// Test switch: every map fails as on such a file system.
+    #[cfg(test)]
+    refuse_maps: bool,
 }
 
 impl MappedLog {
@@ -57,12 +68,16 @@ impl MappedLog {
             len: 0,
             allocated: 0,
             synced_size: 0,
+            unmappable: false,
+            #[cfg(test)]
+            refuse_maps: false,
         }
     }
 
     /// Makes the window cover `[len, len + n)`, allocating and mapping a new one if needed;
-    /// returns the window and the offset of `len` in it.
-    fn window_for(&mut self, n: usize) -> io::Result<(&mut MmapMut, usize)> {
+    /// returns the window and the offset of `len` in it, or `None` if the file cannot be
+    /// mapped (then `unmappable` is set, and the bytes are allocated all the same).
+    fn window_for(&mut self, n: usize) -> io::Result<Option<(&mut MmapMut, usize)>> {
         let end = self.len + n as u64;
         let covered = matches!(&self.map, Some((m, start)) if start + m.len() as u64 >= end);
         if !covered {
@@ -80,17 +95,30 @@ impl MappedLog {
             // SAFETY: the range lies inside the file (allocated just above), which this writer
             // alone writes; the database's directory lock keeps other siltdb processes away.
             #[allow(unsafe_code)]
-            let map = unsafe {
+            let mapped = unsafe {
                 MmapOptions::new()
                     .offset(start)
                     .len(size)
-                    .map_mut(&self.file)?
+                    .map_mut(&self.file)
             };
-            self.map = Some((map, start));
+            #[cfg(test)]
+            let mapped = if self.refuse_maps {
+                Err(io::Error::from_raw_os_error(libc::ENODEV))
+            } else {
+                mapped
+            };
+            match mapped {
+                Ok(map) => self.map = Some((map, start)),
+                Err(e) => {
+                    log::warn!("a log cannot be memory-mapped ({e}): it is written with write(2)");
+                    self.unmappable = true;
+                    return Ok(None);
+                }
+            }
         }
         let (map, start) = self.map.as_mut().expect("mapped just above");
         let at = (self.len - *start) as usize;
-        Ok((map, at))
+        Ok(Some((map, at)))
     }
 }
 
@@ -117,7 +145,19 @@ impl WritableFile for MappedLog {
 
     fn append_framed(&mut self, data: &[u8], head: usize) -> io::Result<()> {
         let head = head.min(data.len());
-        let (map, at) = self.window_for(data.len())?;
+        let window = if self.unmappable {
+            None
+        } else {
+            self.window_for(data.len())?
+        };
+        let Some((map, at)) = window else {
+            // One `write(2)` at the log's end: not cut short by a crash, in the page cache
+            // when it returns. The file may be allocated past it, or not yet this far.
+            self.file.write_all_at(data, self.len)?;
+            self.len += data.len() as u64;
+            self.allocated = self.allocated.max(self.len);
+            return Ok(());
+        };
         let dst = &mut map[at..at + data.len()];
         dst[head..].copy_from_slice(&data[head..]);
         let last = head.saturating_sub(4);
@@ -237,6 +277,34 @@ mod tests {
             &std::fs::read(&p).unwrap()[..23],
             b"0123456789abcdefpayload"
         );
+    }
+
+    #[test]
+    fn a_file_system_that_refuses_maps_gets_plain_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("log");
+        let mut w = create(&p);
+        w.append_framed(b"first record, mapped", 16).unwrap();
+        // Maps fail from the next window on: the log goes on with write(2), in order.
+        w.refuse_maps = true;
+        let big = vec![7u8; WINDOW as usize];
+        w.append_framed(&big, 16).unwrap();
+        w.append_framed(b"third", 16).unwrap();
+        assert!(w.unmappable);
+        let mut want = b"first record, mapped".to_vec();
+        want.extend_from_slice(&big);
+        want.extend_from_slice(b"third");
+        assert_eq!(&std::fs::read(&p).unwrap()[..want.len()], &want[..]);
+        w.sync().unwrap();
+        w.finish().unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), want);
+        // A log that could never be mapped works the same way.
+        let q = dir.path().join("log2");
+        let mut w = create(&q);
+        w.refuse_maps = true;
+        w.append(b"only").unwrap();
+        w.finish().unwrap();
+        assert_eq!(std::fs::read(&q).unwrap(), b"only");
     }
 
     #[test]
