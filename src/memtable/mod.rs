@@ -212,12 +212,11 @@ impl Memtable {
         value: Bytes,
     ) -> Result<()> {
         let size = user_key.len() + value.len() + key::TRAILER_LEN + ENTRY_OVERHEAD;
-        // The filter first: a reader that can see the entry must see its bits.
-        self.filter.add(hash_key(&user_key));
-        if !self
-            .map
-            .insert(InternalKey::new(user_key, seq, kind), value)
-        {
+        // The filter first, under the list's insert lock (the filter has one writer at a
+        // time): a reader that can see the entry must see its bits.
+        let hash = hash_key(&user_key);
+        let key = InternalKey::new(user_key, seq, kind);
+        if !self.map.insert_with(key, value, || self.filter.add(hash)) {
             return Err(Error::other(format!(
                 "memtable full: {} entries, one write group too many for its skiplist",
                 self.map.len()

@@ -519,8 +519,17 @@ impl SkipList {
     /// sequence number); an equal key would go in before the one there, and be found first.
     /// Returns false, inserting nothing, if the list is at its capacity (about 2^25 nodes; it
     /// reports itself [full](Self::is_full) long before).
+    #[cfg(test)]
     pub(crate) fn insert(&self, key: InternalKey, value: Bytes) -> bool {
+        self.insert_with(key, value, || ())
+    }
+
+    /// [`insert`](Self::insert), calling `first` under the list's insert lock before the
+    /// entry can be reached: what `first` writes is serialised with every other insert and
+    /// seen by any reader that finds the entry (the memtable sets its filter's bits there).
+    pub(crate) fn insert_with(&self, key: InternalKey, value: Bytes, first: impl FnOnce()) -> bool {
         let mut w = self.writer.lock();
+        first();
         let height = random_height(&mut w.rng);
         let index = w.next_node;
         // `None` past the capacity, so `index + 1` below fits.
