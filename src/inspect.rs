@@ -105,7 +105,8 @@ pub fn read_log(path: &Path) -> Result<(Vec<LogRecord>, LogEnd)> {
     };
     let fs = OsFs;
     let file = fs.open(path).map_err(|e| io_context("open", path, e))?;
-    let mut reader = RecordReader::new(file, path, number);
+    // The log may be live (a WAL of a database in use): read it as such.
+    let mut reader = RecordReader::new(file, path, number).live();
     let mut records = Vec::new();
     loop {
         match reader.next() {

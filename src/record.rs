@@ -24,6 +24,10 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// How many times a live log's reader reads a bad record again before it calls it corruption
+/// (see [`RecordReader::live`]).
+pub(crate) const LIVE_RETRIES: u32 = 20;
+
 /// Bytes before the payload of each record.
 pub(crate) const HEADER_LEN: usize = 16;
 const KIND_FULL: u8 = 1;
@@ -131,6 +135,8 @@ pub(crate) struct RecordReader {
     pos: u64,
     tail: TailReport,
     done: bool,
+    /// Another process may be appending to the log while it is read (see [`live`](Self::live)).
+    live: bool,
 }
 
 /// One record read from a log.
@@ -153,7 +159,19 @@ impl RecordReader {
             pos: 0,
             tail: TailReport::default(),
             done: false,
+            live: false,
         }
+    }
+
+    /// Reads a log that another process may be appending to (a read-only open of a database
+    /// in use, `silt wal dump` of a live WAL). A writer through a map stores a record's header
+    /// last, so a reader can find a record whose header is not there yet with the next ones
+    /// already after it: such a record is read again (up to [`LIVE_RETRIES`] times, 1 ms
+    /// apart) before it counts as corruption. The file can also be cut back to its records
+    /// (a seal or close) while it is read: reading past the new end ends the log.
+    pub(crate) fn live(mut self) -> Self {
+        self.live = true;
+        self
     }
 
     /// The torn tail found, valid once [`next`](Self::next) returned `Ok(None)`.
@@ -283,6 +301,17 @@ impl RecordReader {
     /// The next record; `Ok(None)` at the end (after which [`tail`](Self::tail) says whether a
     /// torn tail was cut); `Err(Corruption)` for damage that a crash cannot explain.
     pub(crate) fn next(&mut self) -> Result<Option<Record>> {
+        match self.next_record() {
+            Err(Error::Io(e)) if self.live && e.kind() == io::ErrorKind::UnexpectedEof => {
+                // A live log cut back to its records while it was read: it ends here.
+                self.done = true;
+                Ok(None)
+            }
+            res => res,
+        }
+    }
+
+    fn next_record(&mut self) -> Result<Option<Record>> {
         if self.done || self.pos >= self.len {
             self.done = true;
             return Ok(None);
@@ -307,6 +336,17 @@ impl RecordReader {
             None => offset + 1,
         };
         if self.valid_record_after(next_start)? {
+            if self.live {
+                // Perhaps a record still being written, its header not stored yet.
+                for _ in 0..LIVE_RETRIES {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                    if let Some(payload) = self.try_record(offset)? {
+                        self.done = false;
+                        self.pos += (HEADER_LEN + payload.len()) as u64;
+                        return Ok(Some(Record { offset, payload }));
+                    }
+                }
+            }
             return Err(Error::corruption(
                 &self.path,
                 offset,
@@ -403,6 +443,95 @@ mod tests {
         assert_eq!(recs.len(), 1);
         assert_eq!(tail.dropped_bytes, 4 << 20);
         assert!(t.elapsed() < std::time::Duration::from_secs(20));
+    }
+
+    /// A log on the real file system: `one`, then `two` with its header not stored yet (as a
+    /// writer through a map leaves it mid-append), then `three`, then zeros. Returns the path
+    /// (in `dir`), the bytes of `two`'s header and its offset.
+    fn live_log(dir: &Path) -> (PathBuf, Vec<u8>, u64) {
+        let p = dir.join("000007.wal");
+        let mut bytes = frame(b"one", 7);
+        let at = bytes.len();
+        let two = frame(b"two", 7);
+        bytes.extend_from_slice(&[0u8; HEADER_LEN]);
+        bytes.extend_from_slice(&two[HEADER_LEN..]);
+        bytes.extend_from_slice(&frame(b"three", 7));
+        bytes.extend_from_slice(&[0u8; 4096]);
+        std::fs::write(&p, &bytes).unwrap();
+        (p, two[..HEADER_LEN].to_vec(), at as u64)
+    }
+
+    fn read_os(p: &Path, live: bool) -> Result<Vec<Vec<u8>>> {
+        let mut r = RecordReader::new(crate::fs::OsFs.open(p).unwrap(), p, 7);
+        if live {
+            r = r.live();
+        }
+        let mut out = Vec::new();
+        while let Some(rec) = r.next()? {
+            out.push(rec.payload);
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn a_live_log_reads_a_record_again_until_its_header_is_stored() {
+        use std::os::unix::fs::FileExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (p, header, at) = live_log(dir.path());
+        // Not live: a bad record with valid ones after it is corruption.
+        assert!(matches!(read_os(&p, false), Err(Error::Corruption { .. })));
+        // Live, and the header never comes: corruption too, after the retries.
+        assert!(matches!(read_os(&p, true), Err(Error::Corruption { .. })));
+        // Live, and the writer stores the header a moment later: every record is read.
+        let writer = {
+            let p = p.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(3));
+                let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+                f.write_all_at(&header, at).unwrap();
+            })
+        };
+        let recs = read_os(&p, true).unwrap();
+        writer.join().unwrap();
+        assert_eq!(
+            recs,
+            vec![b"one".to_vec(), b"two".to_vec(), b"three".to_vec()]
+        );
+    }
+
+    #[test]
+    fn a_live_log_cut_back_while_it_is_read_ends_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("000007.wal");
+        let mut bytes = frame(b"one", 7);
+        bytes.extend_from_slice(&frame(b"two", 7));
+        let records = bytes.len() as u64;
+        bytes.extend_from_slice(&[0u8; 8192]);
+        std::fs::write(&p, &bytes).unwrap();
+        let open = |live: bool| {
+            let r = RecordReader::new(crate::fs::OsFs.open(&p).unwrap(), &p, 7);
+            if live {
+                r.live()
+            } else {
+                r
+            }
+        };
+        let (mut live, mut not_live) = (open(true), open(false));
+        // The writer seals the log: it is cut back to its records after both opened it.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_len(records)
+            .unwrap();
+        for r in [&mut live, &mut not_live] {
+            assert_eq!(r.next().unwrap().unwrap().payload, b"one");
+            assert_eq!(r.next().unwrap().unwrap().payload, b"two");
+        }
+        // Past the cut: the live reader's log ends; the other reads past its file's end.
+        assert!(live.next().unwrap().is_none());
+        assert_eq!(live.tail(), TailReport::default());
+        assert!(matches!(not_live.next(), Err(Error::Io(_))));
     }
 
     #[test]

@@ -298,15 +298,20 @@ impl WalWriter {
 /// Replays the WAL at `path`, calling `apply` for every payload in order. Returns what was cut
 /// off as a torn tail. A malformed payload inside a record with a valid checksum, a record
 /// whose sequence numbers do not start above the previous record's in this file, or a bad
-/// record with valid ones after it, is [`Error::Corruption`].
+/// record with valid ones after it, is [`Error::Corruption`]. `live`: another process may be
+/// appending to the WAL as it is read (a read-only open), see [`RecordReader::live`].
 pub(crate) fn replay(
     fs: &dyn FileSystem,
     path: &Path,
     number: u64,
+    live: bool,
     mut apply: impl FnMut(WalBatch) -> Result<()>,
 ) -> Result<TailReport> {
     let file = fs.open(path).map_err(|e| io_context("open", path, e))?;
     let mut reader = RecordReader::new(file, path, number);
+    if live {
+        reader = reader.live();
+    }
     let mut prev_last: Option<SeqNo> = None;
     while let Some(rec) = reader.next()? {
         let offset = rec.offset;
@@ -379,7 +384,7 @@ mod tests {
         w.sync().unwrap();
 
         let mut seen = Vec::new();
-        let tail = replay(&fs, p, 1, |b| {
+        let tail = replay(&fs, p, 1, false, |b| {
             seen.push(b);
             Ok(())
         })
@@ -522,7 +527,7 @@ mod tests {
             bytes.extend_from_slice(&record::frame(&payload(first, count), 3));
         }
         fs.write_file(&p, &bytes).unwrap();
-        let res = replay(&fs, &p, 3, |_| Ok(()));
+        let res = replay(&fs, &p, 3, false, |_| Ok(()));
         (p, offsets, res)
     }
 

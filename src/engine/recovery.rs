@@ -125,7 +125,7 @@ pub(super) fn recover(
     let mut seqs = SeqCheck::new(versions.last_sequence());
     for &n in &wals {
         let path = filename::wal_path(dir, n);
-        let tail = wal::replay(fs.as_ref(), &path, n, |batch| {
+        let tail = wal::replay(fs.as_ref(), &path, n, opts.read_only, |batch| {
             seqs.check(&path, &batch)?;
             // `check` proved `first_seq + ops - 1` does not overflow.
             for (seq, op) in (batch.first_seq..).zip(batch.ops) {

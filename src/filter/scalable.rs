@@ -4,8 +4,9 @@
 //! with half the false-positive rate is added. The chain's false-positive rate stays below the
 //! sum of the stages' (at most twice the first stage's), whatever the final key count.
 //!
-//! Bits are set with atomic `fetch_or` and read with relaxed loads. A key's bits are set
-//! before it is inserted into the skiplist, and writes become visible to gets through the
+//! Bits are set by one writer at a time (the memtable adds under its skiplist's insert lock)
+//! with relaxed loads and stores, and read with relaxed loads. A key's bits are set before it
+//! is inserted into the skiplist, and writes become visible to gets through the
 //! release/acquire of the engine's visible sequence number, so a get that may see a key also
 //! sees its bits: no false negatives.
 

@@ -24,9 +24,9 @@
 //! with a warning in the log; nothing else changes.
 //!
 //! This is the one module with `unsafe` code: mapping a file is `unsafe` in Rust because
-//! another process could change or shorten it under the map. The database's directory lock
-//! keeps other siltdb processes away from a live WAL, and the map covers only bytes that this
-//! writer allocated and only it writes.
+//! another process could change or shorten it under the map. No other siltdb process writes
+//! or cuts a live WAL (a writer holds the database's directory lock; a read-only open only
+//! reads), and the map covers only bytes that this writer allocated and only it writes.
 
 use super::WritableFile;
 use memmap2::{MmapMut, MmapOptions};
@@ -62,16 +62,23 @@ pub(crate) struct MappedLog {
     /// The helper that allocates the next window while this one is written; started at the
     /// second window (a WAL that never outgrows its first needs none).
     ahead: Option<Ahead>,
+    /// A sync ran since the current window was mapped. The next window is then not zeroed:
+    /// every fsync writes each dirty page of the file, zeros of a window not yet written to
+    /// included, which would double what a synced log writes to the device.
+    synced_in_window: bool,
     /// Test switch: every map fails as on such a file system.
     #[cfg(test)]
     refuse_maps: bool,
+    /// Test switch: every window the helper allocates fails, as on a full disk.
+    #[cfg(test)]
+    fail_ahead: bool,
 }
 
 /// A thread that allocates windows ahead of the writer: one job at a time, each the range
 /// `[offset, offset + len)`, answered with the new allocated end.
 #[derive(Debug)]
 struct Ahead {
-    jobs: Option<mpsc::Sender<(u64, u64)>>,
+    jobs: Option<mpsc::Sender<(u64, u64, bool)>>,
     answers: mpsc::Receiver<io::Result<u64>>,
     helper: Option<JoinHandle<()>>,
     /// A job was sent and its answer not taken yet.
@@ -81,13 +88,13 @@ struct Ahead {
 impl Ahead {
     fn start(file: &File) -> io::Result<Ahead> {
         let file = file.try_clone()?;
-        let (jobs, todo) = mpsc::channel::<(u64, u64)>();
+        let (jobs, todo) = mpsc::channel::<(u64, u64, bool)>();
         let (done, answers) = mpsc::channel();
         let helper = std::thread::Builder::new()
             .name("siltdb-wal-ahead".into())
             .spawn(move || {
-                for (offset, len) in todo {
-                    let res = allocate(&file, offset, len).map(|()| offset + len);
+                for (offset, len, zero) in todo {
+                    let res = allocate(&file, offset, len, zero).map(|()| offset + len);
                     if done.send(res).is_err() {
                         break;
                     }
@@ -101,12 +108,12 @@ impl Ahead {
         })
     }
 
-    /// Asks for `[offset, offset + len)`; false if the helper is gone.
-    fn request(&mut self, offset: u64, len: u64) -> bool {
+    /// Asks for `[offset, offset + len)`, zeroed if `zero`; false if the helper is gone.
+    fn request(&mut self, offset: u64, len: u64, zero: bool) -> bool {
         let sent = self
             .jobs
             .as_ref()
-            .is_some_and(|j| j.send((offset, len)).is_ok());
+            .is_some_and(|j| j.send((offset, len, zero)).is_ok());
         self.pending = sent;
         sent
     }
@@ -144,8 +151,11 @@ impl MappedLog {
             synced_size: 0,
             unmappable: false,
             ahead: None,
+            synced_in_window: false,
             #[cfg(test)]
             refuse_maps: false,
+            #[cfg(test)]
+            fail_ahead: false,
         }
     }
 
@@ -162,14 +172,15 @@ impl MappedLog {
             let size = WINDOW.max(n as u64);
             let want = start + size;
             self.settle_ahead()?;
+            let zero = !std::mem::take(&mut self.synced_in_window);
             if want > self.allocated {
-                allocate(&self.file, self.allocated, want - self.allocated)?;
+                allocate(&self.file, self.allocated, want - self.allocated, zero)?;
                 self.allocated = want;
             }
             let size = usize::try_from(size)
                 .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "window too large"))?;
             // SAFETY: the range lies inside the file (allocated just above), which this writer
-            // alone writes; the database's directory lock keeps other siltdb processes away.
+            // alone writes or cuts (see the module documentation).
             #[allow(unsafe_code)]
             let mapped = unsafe {
                 MmapOptions::new()
@@ -189,7 +200,7 @@ impl MappedLog {
                     // From the second window on, the next one is allocated (and its pages put
                     // in the page cache) by the helper while this one is written.
                     if start > 0 {
-                        self.request_ahead();
+                        self.request_ahead(zero);
                     }
                 }
                 Err(e) => {
@@ -223,7 +234,7 @@ impl MappedLog {
 
     /// Asks the helper (started now if need be) for the window after the allocated bytes.
     /// Without a helper (it could not start) the next window is allocated when it is needed.
-    fn request_ahead(&mut self) {
+    fn request_ahead(&mut self, zero: bool) {
         if self.ahead.is_none() {
             match Ahead::start(&self.file) {
                 Ok(a) => self.ahead = Some(a),
@@ -234,19 +245,29 @@ impl MappedLog {
             }
         }
         if let Some(a) = self.ahead.as_mut() {
-            if !a.request(self.allocated, WINDOW) {
+            #[cfg(test)]
+            let len = if self.fail_ahead {
+                u64::MAX / 2
+            } else {
+                WINDOW
+            };
+            #[cfg(not(test))]
+            let len = WINDOW;
+            if !a.request(self.allocated, len, zero) {
                 self.ahead = None;
             }
         }
     }
 }
 
-/// Allocates `[offset, offset + len)` of `file`, growing it, and writes zeros over it.
-/// `posix_fallocate` reserves the blocks (a full disk fails here, not at a later store through
-/// the map); the zeros put the pages in the page cache with one call, which costs the writer far
-/// less than a page fault per 4 KiB that would allocate each one (fillseq 1M: 1.70M against
-/// 1.50M keys/s, three pairs), and they are written over before they reach the disk.
-fn allocate(file: &File, offset: u64, len: u64) -> io::Result<()> {
+/// Allocates `[offset, offset + len)` of `file`, growing it, and if `zero` writes zeros over
+/// it. `posix_fallocate` reserves the blocks (a full disk fails here, not at a later store
+/// through the map, on the file systems [`maps_safely`] accepts). The zeros put the pages in
+/// the page cache with one call, which costs the writer far less than a page fault per 4 KiB
+/// that would allocate each one (fillseq 1M: 1.70M against 1.50M keys/s, three pairs); an
+/// unsynced log writes its data over them before writeback. A log that is being synced skips
+/// them (see `synced_in_window`).
+fn allocate(file: &File, offset: u64, len: u64, zero: bool) -> io::Result<()> {
     let too_big = || io::Error::new(io::ErrorKind::InvalidInput, "file offset too large");
     let offset = libc::off_t::try_from(offset).map_err(|_| too_big())?;
     let len = libc::off_t::try_from(len).map_err(|_| too_big())?;
@@ -256,6 +277,9 @@ fn allocate(file: &File, offset: u64, len: u64) -> io::Result<()> {
     if rc != 0 {
         return Err(io::Error::from_raw_os_error(rc));
     }
+    if !zero {
+        return Ok(());
+    }
     static ZEROS: [u8; 1 << 16] = [0; 1 << 16];
     let (mut at, end) = (offset as u64, offset as u64 + len as u64);
     while at < end {
@@ -264,6 +288,25 @@ fn allocate(file: &File, offset: u64, len: u64) -> io::Result<()> {
         at += n as u64;
     }
     Ok(())
+}
+
+/// True if `file` lies on a file system where a log may be written through a map: one whose
+/// `posix_fallocate` reserves the blocks that later stores overwrite (ext2/3/4, XFS, tmpfs).
+/// On a copy-on-write file system (btrfs, ZFS, bcachefs) an overwrite needs new space, and a
+/// full disk would stop the process with `SIGBUS` from a store instead of failing an append;
+/// there, and on any file system not known here (network, FUSE), logs use `write(2)`.
+pub(crate) fn maps_safely(file: &File) -> bool {
+    const EXT_SUPER_MAGIC: i64 = 0xEF53;
+    const XFS_SUPER_MAGIC: i64 = 0x5846_5342;
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    // SAFETY: `statfs` is plain old data that the call fills; the descriptor is open.
+    #[allow(unsafe_code)]
+    let (rc, kind) = unsafe {
+        let mut st: libc::statfs = std::mem::zeroed();
+        let rc = libc::fstatfs(file.as_raw_fd(), &mut st);
+        (rc, st.f_type as i64)
+    };
+    rc == 0 && matches!(kind, EXT_SUPER_MAGIC | XFS_SUPER_MAGIC | TMPFS_MAGIC)
 }
 
 impl WritableFile for MappedLog {
@@ -309,6 +352,7 @@ impl WritableFile for MappedLog {
     }
 
     fn sync(&mut self) -> io::Result<()> {
+        self.synced_in_window = true;
         if self.allocated == self.synced_size {
             return self.file.sync_data();
         }
@@ -319,8 +363,13 @@ impl WritableFile for MappedLog {
 
     fn finish(&mut self) -> io::Result<()> {
         self.map = None;
-        // No helper may extend the file after it is cut.
-        self.settle_ahead()?;
+        // No helper may extend the file after it is cut. Its failure (a full disk, for a
+        // window this log will not use) does not stop the cut: the file may have grown
+        // partly, so it is cut whatever `allocated` says.
+        if let Err(e) = self.settle_ahead() {
+            log::warn!("allocating a WAL window ahead failed ({e}); the WAL is cut back anyway");
+            self.allocated = u64::MAX;
+        }
         if self.allocated != self.len {
             self.file.set_len(self.len)?;
             self.allocated = self.len;
@@ -338,7 +387,9 @@ impl Drop for MappedLog {
     /// (this fails, or the process dies first) still reads correctly.
     fn drop(&mut self) {
         self.map = None;
-        let _ = self.settle_ahead();
+        if self.settle_ahead().is_err() {
+            self.allocated = u64::MAX;
+        }
         if self.allocated != self.len {
             let _ = self.file.set_len(self.len);
         }
@@ -436,6 +487,30 @@ mod tests {
         w.append(b"only").unwrap();
         w.finish().unwrap();
         assert_eq!(std::fs::read(&q).unwrap(), b"only");
+    }
+
+    #[test]
+    fn a_failed_window_ahead_fails_the_append_that_needs_it_not_the_finish() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("log");
+        let mut w = create(&p);
+        w.fail_ahead = true;
+        let big = vec![3u8; WINDOW as usize - 100];
+        w.append_framed(&big, 16).unwrap();
+        // The second window is mapped and the helper asked for the third, which fails.
+        w.append_framed(&big, 16).unwrap();
+        // The log is cut and synced all the same: the failed window was never needed.
+        w.finish().unwrap();
+        assert_eq!(std::fs::read(&p).unwrap().len(), big.len() * 2);
+        // Without the finish, the append that needs that window gets the error.
+        let q = dir.path().join("log2");
+        let mut w = create(&q);
+        w.fail_ahead = true;
+        w.append_framed(&big, 16).unwrap();
+        w.append_framed(&big, 16).unwrap();
+        let err = w.append_framed(&big, 16).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::FileTooLarge);
+        assert_eq!(w.len(), 2 * big.len() as u64);
     }
 
     #[test]

@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 /// The operating system's file system. Appends are `write(2)` calls with no user-space
 /// buffering, syncs are `fdatasync`, directory syncs `fsync` the directory, locks are `flock`.
-/// On Linux, a log ([`FileSystem::create_log`], the WAL) is allocated ahead in 1 MiB windows
-/// and written through a shared memory map instead: an append is a memory copy into the page
-/// cache, with no system call.
+/// On Linux, a log ([`FileSystem::create_log`], the WAL) on ext2/3/4, XFS or tmpfs is allocated
+/// ahead in 1 MiB windows and written through a shared memory map instead: an append is a
+/// memory copy into the page cache, with no system call (other file systems keep `write(2)`).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct OsFs;
 
@@ -92,7 +92,10 @@ impl FileSystem for OsFs {
                 .create(true)
                 .truncate(true)
                 .open(path)?;
-            Ok(Box::new(super::mapped::MappedLog::new(file)))
+            if super::mapped::maps_safely(&file) {
+                return Ok(Box::new(super::mapped::MappedLog::new(file)));
+            }
+            Ok(Box::new(OsWritable { file, len: 0 }))
         }
         #[cfg(not(target_os = "linux"))]
         {
