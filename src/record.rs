@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 /// How many times a live log's reader reads a bad record again before it calls it corruption
 /// (see [`RecordReader::live`]).
-pub(crate) const LIVE_RETRIES: u32 = 20;
+pub(crate) const LIVE_RETRIES: u32 = 100;
 
 /// Bytes before the payload of each record.
 pub(crate) const HEADER_LEN: usize = 16;

@@ -7,17 +7,24 @@ use siltdb::fs::{FileSystem, MemFs};
 use siltdb::inspect::table::TableReader;
 use siltdb::{Db, Error, Options};
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 struct Counting;
 static LARGEST: AtomicUsize = AtomicUsize::new(0);
-static WATCH: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    /// Set on the thread whose allocations are watched: the other test of this file runs a
+    /// database at the same time (its flush allocates a 1 MiB table buffer), which must not
+    /// count. A `const` thread-local needs no allocation to reach.
+    static WATCH: Cell<bool> = const { Cell::new(false) };
+}
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if WATCH.load(Ordering::Relaxed) {
+        if WATCH.try_with(Cell::get).unwrap_or(false) {
             LARGEST.fetch_max(layout.size(), Ordering::Relaxed);
         }
         System.alloc(layout)
@@ -38,9 +45,9 @@ fn open_bytes(bytes: &[u8]) -> (Result<TableReader, Error>, usize) {
     let p = dir.join("000001.sst");
     fs.write_file(&p, bytes).unwrap();
     LARGEST.store(0, Ordering::SeqCst);
-    WATCH.store(true, Ordering::SeqCst);
+    WATCH.with(|w| w.set(true));
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| TableReader::open(&fs, &p)));
-    WATCH.store(false, Ordering::SeqCst);
+    WATCH.with(|w| w.set(false));
     (r.expect("no panic"), LARGEST.load(Ordering::SeqCst))
 }
 

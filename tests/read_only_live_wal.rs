@@ -23,7 +23,9 @@ fn read_only_opens_during_a_load_see_every_acknowledged_write() {
             // A write every ~5 us: the replay catches up with the WAL's end and then reads
             // where the writer is appending.
             let mut i = 0;
-            while !stop.load(Ordering::Relaxed) {
+            // At most 200,000 writes: every open replays the whole WAL, which grows while it
+            // is replayed, so an uncapped load would make each open longer than the last.
+            while !stop.load(Ordering::Relaxed) && i < 200_000 {
                 db.insert(key(i), "value value value value value").unwrap();
                 i += 1;
                 acked.store(i, Ordering::Release);
@@ -37,7 +39,9 @@ fn read_only_opens_during_a_load_see_every_acknowledged_write() {
     while acked.load(Ordering::Acquire) < 1000 {
         std::thread::yield_now();
     }
-    for _ in 0..40 {
+    let mut opens = 0;
+    while opens < 40 && !writer.is_finished() {
+        opens += 1;
         let before = acked.load(Ordering::Acquire);
         let ro = Db::open_read_only(dir.path()).unwrap();
         assert!(
@@ -49,4 +53,5 @@ fn read_only_opens_during_a_load_see_every_acknowledged_write() {
     }
     stop.store(true, Ordering::Relaxed);
     writer.join().unwrap();
+    assert!(opens >= 3, "only {opens} opens ran while the writer wrote");
 }

@@ -62,9 +62,12 @@ pub(crate) struct MappedLog {
     /// The helper that allocates the next window while this one is written; started at the
     /// second window (a WAL that never outgrows its first needs none).
     ahead: Option<Ahead>,
-    /// A sync ran since the current window was mapped. The next window is then not zeroed:
-    /// every fsync writes each dirty page of the file, zeros of a window not yet written to
-    /// included, which would double what a synced log writes to the device.
+    /// A sync ran since the current window was mapped. The windows allocated at the next
+    /// switch (the one mapped then if it was not allocated ahead, and the one asked of the
+    /// helper) are then not zeroed: every fsync writes each dirty page of the file, zeros of a
+    /// window not yet written to included, which would double what a synced log writes to the
+    /// device. A heuristic, one window behind: the first window of every log is zeroed, and
+    /// a log that turns from unsynced to synced gets one or two zeroed windows more.
     synced_in_window: bool,
     /// Test switch: every map fails as on such a file system.
     #[cfg(test)]
@@ -220,16 +223,20 @@ impl MappedLog {
     /// Takes the answer of the job the helper runs, if any: after this, no helper writes to
     /// the file until the next request.
     fn settle_ahead(&mut self) -> io::Result<()> {
-        if let Some(end) = self
-            .ahead
-            .as_mut()
-            .map(Ahead::settle)
-            .transpose()?
-            .flatten()
-        {
-            self.allocated = self.allocated.max(end);
+        match self.ahead.as_mut().map(Ahead::settle).transpose() {
+            Ok(end) => {
+                if let Some(end) = end.flatten() {
+                    self.allocated = self.allocated.max(end);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                // The failed allocation may have grown the file partly: its size is unknown,
+                // so a later cut happens whatever `allocated` was.
+                self.allocated = u64::MAX;
+                Err(e)
+            }
         }
-        Ok(())
     }
 
     /// Asks the helper (started now if need be) for the window after the allocated bytes.
@@ -265,8 +272,8 @@ impl MappedLog {
 /// through the map, on the file systems [`maps_safely`] accepts). The zeros put the pages in
 /// the page cache with one call, which costs the writer far less than a page fault per 4 KiB
 /// that would allocate each one (fillseq 1M: 1.70M against 1.50M keys/s, three pairs); an
-/// unsynced log writes its data over them before writeback. A log that is being synced skips
-/// them (see `synced_in_window`).
+/// unsynced log writes its data over them before writeback. A log that was synced recently
+/// skips them (see `synced_in_window`).
 fn allocate(file: &File, offset: u64, len: u64, zero: bool) -> io::Result<()> {
     let too_big = || io::Error::new(io::ErrorKind::InvalidInput, "file offset too large");
     let offset = libc::off_t::try_from(offset).map_err(|_| too_big())?;
@@ -368,7 +375,6 @@ impl WritableFile for MappedLog {
         // partly, so it is cut whatever `allocated` says.
         if let Err(e) = self.settle_ahead() {
             log::warn!("allocating a WAL window ahead failed ({e}); the WAL is cut back anyway");
-            self.allocated = u64::MAX;
         }
         if self.allocated != self.len {
             self.file.set_len(self.len)?;
@@ -387,9 +393,7 @@ impl Drop for MappedLog {
     /// (this fails, or the process dies first) still reads correctly.
     fn drop(&mut self) {
         self.map = None;
-        if self.settle_ahead().is_err() {
-            self.allocated = u64::MAX;
-        }
+        let _ = self.settle_ahead();
         if self.allocated != self.len {
             let _ = self.file.set_len(self.len);
         }
