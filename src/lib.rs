@@ -78,7 +78,7 @@ mod write_options;
 pub use batch::{WriteBatch, MAX_BATCH_OPS, MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 pub use db::Db;
 pub use error::{Error, Result};
-pub use options::{FilterPolicy, LevelFilter, Options};
+pub use options::{FilterPolicy, LevelFilter, LogWrites, Options};
 pub use scan::Iter;
 pub use snapshot::Snapshot;
 pub use sstable::{Admission, BlockCache};

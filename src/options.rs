@@ -167,6 +167,18 @@ impl FilterPolicy {
     }
 }
 
+/// How the WAL's appends reach the file system ([`Options::log_writes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum LogWrites {
+    /// Through [`FileSystem::create_log`](crate::fs::FileSystem::create_log): on Linux,
+    /// [`OsFs`](crate::fs::OsFs) maps the WAL on ext2/3/4, XFS and tmpfs and an append is a
+    /// copy into the page cache; elsewhere a `write(2)`. The default.
+    #[default]
+    Mapped,
+    /// Every append is one `write(2)` (through [`FileSystem::create`](crate::fs::FileSystem::create)).
+    Syscall,
+}
+
 /// Settings for [`Db::open_with`](crate::Db::open_with). Start from `Options::default()` and
 /// change what you need; [`Db::open_with`](crate::Db::open_with) checks them and returns
 /// [`Error::InvalidArgument`] for values out of range.
@@ -178,6 +190,7 @@ pub struct Options {
     pub(crate) max_immutable_memtables: usize,
     pub(crate) block_size: usize,
     pub(crate) sync_writes: bool,
+    pub(crate) log_writes: LogWrites,
     pub(crate) l0_compaction_trigger: usize,
     pub(crate) l0_slowdown_trigger: usize,
     pub(crate) l0_stop_trigger: usize,
@@ -206,6 +219,7 @@ impl Default for Options {
             max_immutable_memtables: 4,
             block_size: 4096,
             sync_writes: false,
+            log_writes: LogWrites::Mapped,
             l0_compaction_trigger: 4,
             l0_slowdown_trigger: 8,
             l0_stop_trigger: 12,
@@ -233,6 +247,7 @@ impl fmt::Debug for Options {
             .field("max_immutable_memtables", &self.max_immutable_memtables)
             .field("block_size", &self.block_size)
             .field("sync_writes", &self.sync_writes)
+            .field("log_writes", &self.log_writes)
             .field("l0_compaction_trigger", &self.l0_compaction_trigger)
             .field("l0_slowdown_trigger", &self.l0_slowdown_trigger)
             .field("l0_stop_trigger", &self.l0_stop_trigger)
@@ -316,6 +331,17 @@ impl Options {
     /// Default false.
     pub fn sync_writes(mut self, sync: bool) -> Self {
         self.sync_writes = sync;
+        self
+    }
+
+    /// How WAL appends reach the file system. Default [`LogWrites::Mapped`]: through
+    /// [`FileSystem::create_log`](crate::fs::FileSystem::create_log), which on Linux with
+    /// [`OsFs`](crate::fs::OsFs) writes through a shared memory map (ext2/3/4, XFS, tmpfs);
+    /// [`LogWrites::Syscall`] makes every append one `write(2)` (`FileSystem::create`). Both
+    /// keep every durability guarantee (`docs/durability.md`); the map needs no system call
+    /// per write. Never an error.
+    pub fn log_writes(mut self, how: LogWrites) -> Self {
+        self.log_writes = how;
         self
     }
 

@@ -20,6 +20,7 @@ use crate::encoding::{put_bytes, put_u32, put_u64, Reader};
 use crate::error::{io_context, Error, Result};
 use crate::fs::{FileSystem, WritableFile};
 use crate::key::{SeqNo, MAX_SEQ};
+use crate::options::LogWrites;
 use crate::range_del::MAX_BOUND_LEN;
 use crate::record::{self, RecordReader, RecordWriter, TailReport, HEADER_LEN};
 use bytes::Bytes;
@@ -220,11 +221,19 @@ pub(crate) struct WalWriter {
 }
 
 impl WalWriter {
-    /// Creates a new WAL file. The caller syncs the directory before acknowledging writes.
-    pub(crate) fn create(fs: &dyn FileSystem, path: &Path, number: u64) -> Result<WalWriter> {
-        let file: Box<dyn WritableFile> = fs
-            .create_log(path)
-            .map_err(|e| io_context("create", path, e))?;
+    /// Creates a new WAL file, written as `how` says. The caller syncs the directory before
+    /// acknowledging writes.
+    pub(crate) fn create(
+        fs: &dyn FileSystem,
+        path: &Path,
+        number: u64,
+        how: LogWrites,
+    ) -> Result<WalWriter> {
+        let file: Box<dyn WritableFile> = match how {
+            LogWrites::Mapped => fs.create_log(path),
+            LogWrites::Syscall => fs.create(path),
+        }
+        .map_err(|e| io_context("create", path, e))?;
         Ok(WalWriter {
             log: RecordWriter::new(file),
             number,
@@ -352,7 +361,7 @@ mod tests {
         let fs = MemFs::new();
         fs.create_dir_all(Path::new("/d")).unwrap();
         let p = Path::new("/d/000001.wal");
-        let mut w = WalWriter::create(&fs, p, 1).unwrap();
+        let mut w = WalWriter::create(&fs, p, 1, LogWrites::Mapped).unwrap();
         let mut ops = Vec::new();
         encode_op(&mut ops, OpKind::Put, b"k", b"v");
         w.append(1, 1, [&ops[..]]).unwrap();
@@ -373,7 +382,7 @@ mod tests {
         let fs = MemFs::new();
         fs.create_dir_all(Path::new("/d")).unwrap();
         let p = Path::new("/d/000001.wal");
-        let mut w = WalWriter::create(&fs, p, 1).unwrap();
+        let mut w = WalWriter::create(&fs, p, 1, LogWrites::Mapped).unwrap();
         let mut ops = Vec::new();
         encode_op(&mut ops, OpKind::Put, b"k1", b"v1");
         encode_op(&mut ops, OpKind::Delete, b"k2", b"");

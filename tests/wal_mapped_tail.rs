@@ -1,10 +1,10 @@
 //! The WAL on the real file system is written through a memory map, allocated ahead of the
 //! writer: a copy of the database taken while it runs (what a process crash leaves: the page
 //! cache) has a WAL that ends in zeros, and it opens with every write and no torn tail. A
-//! sealed or closed WAL is cut back to its records.
+//! sealed or closed WAL is cut back to its records. `LogWrites::Syscall` turns the map off.
 #![cfg(target_os = "linux")]
 
-use siltdb::{Db, Options};
+use siltdb::{Db, LogWrites, Options};
 use std::path::Path;
 
 fn wal_files(dir: &Path) -> Vec<std::path::PathBuf> {
@@ -90,4 +90,29 @@ fn sealed_and_closed_wals_are_cut_back_to_their_records() {
     let db = Db::open_with(dir.path(), opts).unwrap();
     assert_eq!(db.iter().count(), 5000);
     assert_eq!(db.stats().wal_torn_tails, 0);
+}
+
+#[test]
+fn log_writes_syscall_appends_with_write_and_leaves_no_zero_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options::default().log_writes(LogWrites::Syscall);
+    let db = Db::open_with(dir.path(), opts.clone()).unwrap();
+    for i in 0..2000u32 {
+        db.insert(key(i), format!("value {i}")).unwrap();
+    }
+    // While the database runs, the WAL holds its records and nothing more.
+    let wals = wal_files(dir.path());
+    assert_eq!(wals.len(), 1);
+    let raw = std::fs::read(&wals[0]).unwrap();
+    assert!(raw.len() < (1 << 20) && *raw.last().unwrap() != 0);
+    let image = tempfile::tempdir().unwrap();
+    copy_dir(dir.path(), image.path());
+    drop(db);
+    // A mapped database reopens a WAL written this way, and the other way round.
+    let copy = Db::open(image.path()).unwrap();
+    assert_eq!(copy.iter().count(), 2000);
+    assert_eq!(copy.stats().wal_torn_tails, 0);
+    drop(copy);
+    let again = Db::open_with(image.path(), opts).unwrap();
+    assert_eq!(again.iter().count(), 2000);
 }

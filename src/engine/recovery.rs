@@ -168,7 +168,7 @@ pub(super) fn recover(
     }
     let new_wal = flush_recovered(&ctx, &mut versions, parts, &recovered, last_seq)?;
     let wal_path = filename::wal_path(dir, new_wal);
-    let writer = WalWriter::create(fs.as_ref(), &wal_path, new_wal)?;
+    let writer = WalWriter::create(fs.as_ref(), &wal_path, new_wal, opts.log_writes)?;
     fs.sync_dir(dir)
         .map_err(|e| io_context("sync directory", dir, e))?;
     remove_unreferenced(fs.as_ref(), dir, &versions, new_wal)?;

@@ -594,7 +594,7 @@ impl Core {
             // A WAL numbered past the limit would be ignored by the next open as a foreign
             // file, losing its writes: refuse to start one.
             filename::check_new_number(&self.dir, number)?;
-            let new_wal = WalWriter::create(self.fs.as_ref(), &path, number)?;
+            let new_wal = WalWriter::create(self.fs.as_ref(), &path, number, self.opts.log_writes)?;
             self.fs
                 .sync_dir(&self.dir)
                 .map_err(|e| io_context("sync directory", &self.dir, e))?;

@@ -124,7 +124,11 @@ pub fn compact(args: &CompactArgs, json: bool) -> Result<(), CliError> {
     let r = &args.range;
     r.check_dir()?;
     let bounds = r.bounds()?;
-    let mut opts = Options::default().create_if_missing(false);
+    // No background compaction: it would race the "before" measurement (a table count from
+    // one version, disk bytes from the next) and do nothing `compact_range` does not.
+    let mut opts = Options::default()
+        .create_if_missing(false)
+        .auto_compaction(false);
     if let Some(bytes) = args.target_table_size {
         opts = opts.target_table_size(bytes);
     }
