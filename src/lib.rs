@@ -36,7 +36,8 @@
 //! `docs/durability.md`.
 
 #![deny(missing_docs)]
-// `deny`, not `forbid`: `fs::mapped` (the WAL's memory map) allows it for its three calls.
+// `deny`, not `forbid`: `fs::mapped` (the WAL's memory map) allows it, for the map, two
+// system calls and one store.
 #![deny(unsafe_code)]
 
 mod batch;

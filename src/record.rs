@@ -311,6 +311,12 @@ impl RecordReader {
         }
     }
 
+    /// The record at `offset`, decoded: the reader moves past it.
+    fn accept(&mut self, offset: u64, payload: Vec<u8>) -> Record {
+        self.pos = offset + (HEADER_LEN + payload.len()) as u64;
+        Record { offset, payload }
+    }
+
     fn next_record(&mut self) -> Result<Option<Record>> {
         if self.done || self.pos >= self.len {
             self.done = true;
@@ -318,8 +324,7 @@ impl RecordReader {
         }
         let offset = self.pos;
         if let Some(payload) = self.try_record(offset)? {
-            self.pos += (HEADER_LEN + payload.len()) as u64;
-            return Ok(Some(Record { offset, payload }));
+            return Ok(Some(self.accept(offset, payload)));
         }
         self.done = true;
         // Zeros from a record boundary to the end are space allocated ahead of the writer (a
@@ -342,8 +347,7 @@ impl RecordReader {
                     std::thread::sleep(std::time::Duration::from_millis(1));
                     if let Some(payload) = self.try_record(offset)? {
                         self.done = false;
-                        self.pos += (HEADER_LEN + payload.len()) as u64;
-                        return Ok(Some(Record { offset, payload }));
+                        return Ok(Some(self.accept(offset, payload)));
                     }
                 }
             }

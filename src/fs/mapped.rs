@@ -30,10 +30,11 @@
 
 use super::WritableFile;
 use memmap2::{MmapMut, MmapOptions};
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
+use std::path::Path;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
@@ -68,8 +69,9 @@ pub(crate) struct MappedLog {
     /// window not yet written to included, one device write per page that a synced log does
     /// not need (its pages are rewritten by each fsync anyway: ~4 times per page with 8
     /// writers, ~27 with one), and the zeros did not change the 8-writers/1 ratio (8 pairs
-    /// each: median 5.66x with them, 5.63x without). A heuristic, one window behind: the first window of every log is zeroed, and
-    /// a log that turns from unsynced to synced gets one or two zeroed windows more.
+    /// each: median 5.66x with them, 5.63x without). A heuristic, one window behind: the
+    /// first window of every log is zeroed, and a log that turns from unsynced to synced gets
+    /// one or two zeroed windows more.
     synced_in_window: bool,
     /// Test switch: every map fails as on such a file system.
     #[cfg(test)]
@@ -142,6 +144,17 @@ impl Drop for Ahead {
             let _ = h.join();
         }
     }
+}
+
+/// Creates `path` (truncating an existing file) open for reading and writing, as a shared
+/// writable map needs.
+pub(crate) fn create_file(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
 }
 
 impl MappedLog {
@@ -219,17 +232,16 @@ impl MappedLog {
         let at = (self.len - *start) as usize;
         Ok(Some((map, at)))
     }
-}
 
-impl MappedLog {
     /// Takes the answer of the job the helper runs, if any: after this, no helper writes to
     /// the file until the next request.
     fn settle_ahead(&mut self) -> io::Result<()> {
-        match self.ahead.as_mut().map(Ahead::settle).transpose() {
+        let Some(ahead) = self.ahead.as_mut() else {
+            return Ok(());
+        };
+        match ahead.settle() {
             Ok(end) => {
-                if let Some(end) = end.flatten() {
-                    self.allocated = self.allocated.max(end);
-                }
+                self.allocated = self.allocated.max(end.unwrap_or(0));
                 Ok(())
             }
             Err(e) => {
@@ -239,6 +251,21 @@ impl MappedLog {
                 Err(e)
             }
         }
+    }
+
+    /// Unmaps, takes the helper's answer (no helper may extend the file after it is cut) and
+    /// cuts the file back to the bytes appended. A failed allocation ahead (a full disk, for a
+    /// window the log did not need yet) does not stop the cut: it is logged, not returned.
+    fn cut_back(&mut self) -> io::Result<()> {
+        self.map = None;
+        if let Err(e) = self.settle_ahead() {
+            log::warn!("allocating a WAL window ahead failed ({e}); the WAL is cut back anyway");
+        }
+        if self.allocated != self.len {
+            self.file.set_len(self.len)?;
+            self.allocated = self.len;
+        }
+        Ok(())
     }
 
     /// Asks the helper (started now if need be) for the window after the allocated bytes.
@@ -371,17 +398,7 @@ impl WritableFile for MappedLog {
     }
 
     fn finish(&mut self) -> io::Result<()> {
-        self.map = None;
-        // No helper may extend the file after it is cut. Its failure (a full disk, for a
-        // window this log will not use) does not stop the cut: the file may have grown
-        // partly, so it is cut whatever `allocated` says.
-        if let Err(e) = self.settle_ahead() {
-            log::warn!("allocating a WAL window ahead failed ({e}); the WAL is cut back anyway");
-        }
-        if self.allocated != self.len {
-            self.file.set_len(self.len)?;
-            self.allocated = self.len;
-        }
+        self.cut_back()?;
         self.sync()
     }
 
@@ -394,35 +411,25 @@ impl Drop for MappedLog {
     /// Cuts the file back to the bytes appended, best effort: a file that keeps its zero tail
     /// (this fails, or the process dies first) still reads correctly.
     fn drop(&mut self) {
-        self.map = None;
-        let _ = self.settle_ahead();
-        if self.allocated != self.len {
-            let _ = self.file.set_len(self.len);
-        }
+        let _ = self.cut_back();
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::fs::OpenOptions;
 
-    fn create(path: &std::path::Path) -> MappedLog {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)
-            .unwrap();
-        MappedLog::new(file)
+    /// A new log `log` in a temporary directory (kept alive by the returned guard).
+    fn fresh(name: &str) -> (tempfile::TempDir, std::path::PathBuf, MappedLog) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(name);
+        let w = MappedLog::new(create_file(&p).unwrap());
+        (dir, p, w)
     }
 
     #[test]
     fn appends_across_windows_and_finish_cuts_the_zero_tail() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("log");
-        let mut w = create(&p);
+        let (_dir, p, mut w) = fresh("log");
         let mut want = Vec::new();
         // Records of varied sizes, one larger than a window, crossing several windows.
         for (i, n) in [100usize, 5000, WINDOW as usize + 17, 3, 900_000, 0, 64]
@@ -450,9 +457,7 @@ mod tests {
 
     #[test]
     fn bytes_are_in_the_file_before_any_sync_or_unmap() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("log");
-        let mut w = create(&p);
+        let (_dir, p, mut w) = fresh("log");
         w.append_framed(b"0123456789abcdefpayload", 16).unwrap();
         // Another descriptor sees the bytes at once: they are in the page cache, which a
         // process crash does not take away.
@@ -469,9 +474,7 @@ mod tests {
 
     #[test]
     fn a_file_system_that_refuses_maps_gets_plain_writes() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("log");
-        let mut w = create(&p);
+        let (dir, p, mut w) = fresh("log");
         w.append_framed(b"first record, mapped", 16).unwrap();
         // Maps fail from the next window on: the log goes on with write(2), in order.
         w.refuse_maps = true;
@@ -488,7 +491,7 @@ mod tests {
         assert_eq!(std::fs::read(&p).unwrap(), want);
         // A log that could never be mapped works the same way.
         let q = dir.path().join("log2");
-        let mut w = create(&q);
+        let mut w = MappedLog::new(create_file(&q).unwrap());
         w.refuse_maps = true;
         w.append(b"only").unwrap();
         w.finish().unwrap();
@@ -497,9 +500,7 @@ mod tests {
 
     #[test]
     fn a_failed_window_ahead_fails_the_append_that_needs_it_not_the_finish() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("log");
-        let mut w = create(&p);
+        let (dir, p, mut w) = fresh("log");
         w.fail_ahead = true;
         let big = vec![3u8; WINDOW as usize - 100];
         w.append_framed(&big, 16).unwrap();
@@ -510,7 +511,7 @@ mod tests {
         assert_eq!(std::fs::read(&p).unwrap().len(), big.len() * 2);
         // Without the finish, the append that needs that window gets the error.
         let q = dir.path().join("log2");
-        let mut w = create(&q);
+        let mut w = MappedLog::new(create_file(&q).unwrap());
         w.fail_ahead = true;
         w.append_framed(&big, 16).unwrap();
         w.append_framed(&big, 16).unwrap();

@@ -85,13 +85,7 @@ impl FileSystem for OsFs {
     fn create_log(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
         #[cfg(target_os = "linux")]
         {
-            // Read access too: a shared writable map needs it.
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(path)?;
+            let file = super::mapped::create_file(path)?;
             if super::mapped::maps_safely(&file) {
                 return Ok(Box::new(super::mapped::MappedLog::new(file)));
             }
