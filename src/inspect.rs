@@ -70,7 +70,9 @@ pub enum LogEnd {
     /// Every byte belonged to a valid record.
     Clean,
     /// The last record was incomplete or failed its checksum, with nothing valid after it:
-    /// an interrupted write, which recovery cuts off.
+    /// an interrupted write, which recovery cuts off. In a WAL, also pages that a power loss
+    /// lost after the last sync mark while later ones reached the disk (valid records may
+    /// follow; recovery cuts them off too, see `docs/format.md` §2).
     TornTail {
         /// Where it starts.
         offset: u64,
@@ -94,8 +96,9 @@ pub enum LogEnd {
 /// reported in [`LogEnd`], after the records before it.
 pub fn read_log(path: &Path) -> Result<(Vec<LogRecord>, LogEnd)> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    let number = match crate::filename::parse(name) {
-        Some(crate::filename::FileKind::Wal(n)) | Some(crate::filename::FileKind::Manifest(n)) => n,
+    let (number, is_wal) = match crate::filename::parse(name) {
+        Some(crate::filename::FileKind::Wal(n)) => (n, true),
+        Some(crate::filename::FileKind::Manifest(n)) => (n, false),
         _ => {
             return Err(crate::Error::InvalidArgument(format!(
                 "{}: not a log file name (NNNNNN.wal or MANIFEST-NNNNNN): its records are bound to that number",
@@ -107,6 +110,11 @@ pub fn read_log(path: &Path) -> Result<(Vec<LogRecord>, LogEnd)> {
     let file = fs.open(path).map_err(|e| io_context("open", path, e))?;
     // The log may be live (a WAL of a database in use): read it as such.
     let mut reader = RecordReader::new(file, path, number).live();
+    if is_wal {
+        // Judged as recovery judges it: pages a power loss lost after the last sync mark end
+        // the log like a torn tail.
+        reader = reader.lost_pages_after_sync(wal::is_sync_mark);
+    }
     let mut records = Vec::new();
     loop {
         match reader.next() {

@@ -123,6 +123,22 @@ pub(crate) struct TailReport {
     pub(crate) torn_at: Option<u64>,
     /// Bytes of the torn tail that were dropped.
     pub(crate) dropped_bytes: u64,
+    /// The torn tail starts at pages a power loss lost while later ones reached the disk:
+    /// valid records follow it, none of them a sync mark (see
+    /// [`RecordReader::lost_pages_after_sync`]).
+    pub(crate) lost_pages: bool,
+}
+
+/// Zero bytes, ending at a 4 KiB boundary, that a damaged stretch must hold to be read as a
+/// page a power loss lost (a single flipped bit never makes them).
+const LOST_PAGE_ZEROS: usize = 32;
+
+/// What follows a record that does not decode.
+struct After {
+    /// Offset of the first valid record after it.
+    first_valid: Option<u64>,
+    /// A valid sync mark comes after it.
+    sync_mark: bool,
 }
 
 /// Reads the records of a log in order.
@@ -137,6 +153,9 @@ pub(crate) struct RecordReader {
     done: bool,
     /// Another process may be appending to the log while it is read (see [`live`](Self::live)).
     live: bool,
+    /// Tells a sync mark from other payloads, for a log whose pages a power loss may lose out
+    /// of order after its last sync (see [`lost_pages_after_sync`](Self::lost_pages_after_sync)).
+    sync_mark: Option<fn(&[u8]) -> bool>,
 }
 
 /// One record read from a log.
@@ -160,6 +179,7 @@ impl RecordReader {
             tail: TailReport::default(),
             done: false,
             live: false,
+            sync_mark: None,
         }
     }
 
@@ -171,6 +191,19 @@ impl RecordReader {
     /// (a seal or close) while it is read: reading past the new end ends the log.
     pub(crate) fn live(mut self) -> Self {
         self.live = true;
+        self
+    }
+
+    /// Reads a log whose writer marks every sync with a record that `is_sync_mark` tells apart
+    /// (the WAL). Writeback writes a file's dirty pages in no promised order, so a power loss
+    /// can keep a later page of the unsynced end of the log and lose an earlier one: a bad
+    /// record followed by valid ones is cut off as a torn tail (with
+    /// [`TailReport::lost_pages`] set) instead of being corruption when the bad stretch holds
+    /// what a lost page leaves (a header of zeros, or at least [`LOST_PAGE_ZEROS`] zero bytes
+    /// up to a 4 KiB boundary) and no sync mark follows it. A sync mark after it means an
+    /// fsync wrote those pages: then the damage is corruption, as before.
+    pub(crate) fn lost_pages_after_sync(mut self, is_sync_mark: fn(&[u8]) -> bool) -> Self {
+        self.sync_mark = Some(is_sync_mark);
         self
     }
 
@@ -206,26 +239,58 @@ impl RecordReader {
         Ok(Some(payload))
     }
 
-    /// True if any valid record starts at or after `from` (> the bad record's offset). Each
-    /// candidate start costs a constant-time header check; only a valid header leads to a
-    /// payload checksum.
-    fn valid_record_after(&self, from: u64) -> Result<bool> {
+    /// The valid records that start at or after `from` (> the bad record's offset): where the
+    /// first one starts, and, for a log with sync marks, whether any is one (else the scan
+    /// stops at the first). Each candidate start costs a constant-time header check; only a
+    /// valid header leads to a payload checksum, and a valid record is stepped over whole.
+    fn scan_after(&self, from: u64) -> Result<After> {
+        let mut after = After {
+            first_valid: None,
+            sync_mark: false,
+        };
         if from >= self.len {
-            return Ok(false);
+            return Ok(after);
         }
         let tail = self.read(from, (self.len - from) as usize)?;
-        for start in 0..tail.len() {
+        let mut start = 0;
+        while tail.len() - start >= HEADER_LEN {
             let rest = &tail[start..];
-            if rest.len() < HEADER_LEN {
-                break;
-            }
             let room = (rest.len() - HEADER_LEN) as u64;
             if let Some((crc, len)) = check_header(rest, self.file_number, room) {
                 let payload = &rest[HEADER_LEN..HEADER_LEN + len as usize];
                 if mask_crc(crc32fast::hash(payload)) == crc {
-                    return Ok(true);
+                    after.first_valid.get_or_insert(from + start as u64);
+                    let Some(is_mark) = self.sync_mark else {
+                        break;
+                    };
+                    if is_mark(payload) {
+                        after.sync_mark = true;
+                        break;
+                    }
+                    start += HEADER_LEN + len as usize;
+                    continue;
                 }
             }
+            start += 1;
+        }
+        Ok(after)
+    }
+
+    /// True if the bad stretch `[from, to)` holds what a page lost by a power loss leaves: a
+    /// record header of zeros at `from`, or [`LOST_PAGE_ZEROS`] zero bytes ending at a 4 KiB
+    /// boundary.
+    fn looks_like_lost_pages(&self, from: u64, to: u64) -> Result<bool> {
+        let stretch = self.read(from, (to - from) as usize)?;
+        if stretch.len() >= HEADER_LEN && stretch[..HEADER_LEN].iter().all(|&b| b == 0) {
+            return Ok(true);
+        }
+        let mut boundary = (from + LOST_PAGE_ZEROS as u64).next_multiple_of(4096);
+        while boundary <= to {
+            let end = (boundary - from) as usize;
+            if stretch[end - LOST_PAGE_ZEROS..end].iter().all(|&b| b == 0) {
+                return Ok(true);
+            }
+            boundary += 4096;
         }
         Ok(false)
     }
@@ -340,7 +405,8 @@ impl RecordReader {
             Some((_, len)) => offset + HEADER_LEN as u64 + u64::from(len),
             None => offset + 1,
         };
-        if self.valid_record_after(next_start)? {
+        let after = self.scan_after(next_start)?;
+        if let Some(first_valid) = after.first_valid {
             if self.live {
                 // Perhaps a record still being written, its header not stored yet.
                 for _ in 0..LIVE_RETRIES {
@@ -350,6 +416,17 @@ impl RecordReader {
                         return Ok(Some(self.accept(offset, payload)));
                     }
                 }
+            }
+            if self.sync_mark.is_some()
+                && !after.sync_mark
+                && self.looks_like_lost_pages(offset, first_valid)?
+            {
+                self.tail = TailReport {
+                    torn_at: Some(offset),
+                    dropped_bytes: self.len - offset,
+                    lost_pages: true,
+                };
+                return Ok(None);
             }
             return Err(Error::corruption(
                 &self.path,
@@ -363,6 +440,7 @@ impl RecordReader {
         self.tail = TailReport {
             torn_at: Some(offset),
             dropped_bytes: self.len - offset,
+            lost_pages: false,
         };
         Ok(None)
     }
@@ -392,6 +470,101 @@ mod tests {
             out.push(rec.payload);
         }
         Ok((out, r.tail()))
+    }
+
+    /// A reader of a log whose sync marks are its empty records.
+    fn read_with_marks(fs: &MemFs, p: &Path) -> Result<(Vec<Vec<u8>>, TailReport)> {
+        let mut r =
+            RecordReader::new(fs.open(p).unwrap(), p, 7).lost_pages_after_sync(|p| p.is_empty());
+        let mut out = Vec::new();
+        while let Some(rec) = r.next()? {
+            out.push(rec.payload);
+        }
+        Ok((out, r.tail()))
+    }
+
+    /// 60 records of 200 bytes (216 framed: 18 fit before the first page boundary), with
+    /// empty ones (sync marks) where `mark_at` says, and page 1 zeroed.
+    fn log_losing_page_1(mark_at: Option<usize>) -> (MemFs, PathBuf) {
+        let payloads: Vec<Vec<u8>> = (0..60u8)
+            .map(|i| {
+                if Some(i as usize) == mark_at {
+                    Vec::new()
+                } else {
+                    vec![i | 1; 200]
+                }
+            })
+            .collect();
+        let refs: Vec<&[u8]> = payloads.iter().map(|p| p.as_slice()).collect();
+        let (fs, p, mut bytes) = log_with(&refs);
+        bytes[4096..8192].fill(0);
+        fs.write_file(&p, &bytes).unwrap();
+        (fs, p)
+    }
+
+    #[test]
+    fn a_lost_page_with_records_after_it_is_cut_unless_a_sync_mark_follows() {
+        // Without sync marks (a manifest), a bad record followed by good ones is corruption.
+        let (fs, p) = log_losing_page_1(None);
+        assert!(matches!(
+            read_all(&fs, &p),
+            Err(Error::Corruption { offset: 3888, .. })
+        ));
+        // In a log with sync marks, the lost page cuts the log where it starts to show.
+        let (recs, tail) = read_with_marks(&fs, &p).unwrap();
+        assert_eq!(recs.len(), 18);
+        assert_eq!(tail.torn_at, Some(18 * 216));
+        assert_eq!(tail.dropped_bytes, 60 * 216 - 18 * 216);
+        assert!(tail.lost_pages);
+        // A sync mark before the lost page changes nothing (it is 200 bytes shorter than the
+        // record it replaces, so one more record fits before the page).
+        let (fs, p) = log_losing_page_1(Some(5));
+        let (recs, tail) = read_with_marks(&fs, &p).unwrap();
+        assert_eq!((recs.len(), tail.lost_pages), (19, true));
+        // A sync mark after it: the fsync before that mark wrote the page, so it is damage.
+        let (fs, p) = log_losing_page_1(Some(50));
+        assert!(matches!(
+            read_with_marks(&fs, &p),
+            Err(Error::Corruption { offset: 3888, .. })
+        ));
+    }
+
+    #[test]
+    fn damage_no_lost_page_leaves_is_corruption_in_a_log_with_sync_marks() {
+        let payloads: Vec<Vec<u8>> = (0..60u8).map(|i| vec![i | 1; 200]).collect();
+        let refs: Vec<&[u8]> = payloads.iter().map(|p| p.as_slice()).collect();
+        let (fs, p, clean) = log_with(&refs);
+        let record_20 = 20 * 216;
+        // One flipped bit in a payload, one in a header, 16 zeros mid-payload, 31 zeros up to a
+        // page boundary: none is what a lost page leaves.
+        let flip = |at: usize, mask: u8| {
+            let mut b = clean.clone();
+            b[at] ^= mask;
+            b
+        };
+        let zero = |at: usize, n: usize| {
+            let mut b = clean.clone();
+            b[at..at + n].fill(0);
+            b
+        };
+        for bytes in [
+            flip(record_20 + 100, 0x80),
+            flip(record_20 + 5, 0x01),
+            zero(record_20 + 50, 16),
+            zero(8192 - 31, 31),
+        ] {
+            fs.write_file(&p, &bytes).unwrap();
+            assert!(matches!(
+                read_with_marks(&fs, &p),
+                Err(Error::Corruption { .. })
+            ));
+        }
+        // A header of zeros is what a lost page leaves (records after it, no mark).
+        let mut bytes = clean.clone();
+        bytes[record_20..record_20 + HEADER_LEN].fill(0);
+        fs.write_file(&p, &bytes).unwrap();
+        let (recs, tail) = read_with_marks(&fs, &p).unwrap();
+        assert_eq!((recs.len(), tail.torn_at), (20, Some(record_20 as u64)));
     }
 
     #[test]

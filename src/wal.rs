@@ -218,6 +218,20 @@ pub(crate) struct WalWriter {
     /// the kernel may have dropped the dirty pages, so a later fsync that succeeds proves
     /// nothing; no write may be acknowledged through this WAL again.
     failed: Option<Error>,
+    /// The sequence number of the last operation appended (0 before any).
+    last_seq: SeqNo,
+    /// Records were appended since the last sync mark (see [`is_sync_mark`]).
+    unmarked: bool,
+}
+
+/// True if a WAL payload is a *sync mark*: no operations (`count` 0). The writer appends one
+/// after every fsync of a WAL that got records since the last one (a synced write group,
+/// `Db::sync`, the seal or close of the WAL), so that recovery can tell a page lost by a power
+/// loss in the unsynced end of the log, which it cuts off, from damage to bytes an fsync wrote,
+/// which is corruption (`docs/format.md` §3). Any record with no operations counts: no other
+/// writer appends one.
+pub(crate) fn is_sync_mark(payload: &[u8]) -> bool {
+    payload.len() == PAYLOAD_HEADER_LEN && payload[8..12] == [0, 0, 0, 0]
 }
 
 impl WalWriter {
@@ -240,6 +254,8 @@ impl WalWriter {
             path: path.to_path_buf(),
             buf: Vec::new(),
             failed: None,
+            last_seq: 0,
+            unmarked: false,
         })
     }
 
@@ -265,17 +281,33 @@ impl WalWriter {
             self.buf = Vec::new();
         }
         let res = res.map_err(|e| io_context("append", &self.path, e));
+        if res.is_ok() && count > 0 {
+            self.last_seq = first_seq + u64::from(count) - 1;
+        }
+        self.unmarked = true;
         self.remember_failure(res)
     }
 
-    /// fdatasync of the WAL file.
+    /// fdatasyncs the WAL file, then appends a sync mark if records came since the last one.
     pub(crate) fn sync(&mut self) -> Result<()> {
-        self.durable(RecordWriter::sync)
+        self.durable(RecordWriter::sync)?;
+        if self.unmarked {
+            // After the fsync, never before: a mark that reached the disk proves that every
+            // byte before it did. Its `first_seq` is the last operation it follows; it has
+            // none of its own. It is synced by the next fsync, or lost with the unsynced end.
+            self.append(self.last_seq, 0, std::iter::empty())?;
+            self.unmarked = false;
+        }
+        Ok(())
     }
 
-    /// Ends the WAL (it is no longer written): gives back the space allocated ahead of the
-    /// writer and syncs the file and its length.
+    /// Ends the WAL (it is no longer written): syncs it and appends a sync mark (if records
+    /// came since the last one), then gives back the space allocated ahead of the writer and
+    /// syncs the file and its length.
     pub(crate) fn finish(&mut self) -> Result<()> {
+        if self.unmarked {
+            self.sync()?;
+        }
         self.durable(RecordWriter::finish)
     }
 
@@ -317,7 +349,7 @@ pub(crate) fn replay(
     mut apply: impl FnMut(WalBatch) -> Result<()>,
 ) -> Result<TailReport> {
     let file = fs.open(path).map_err(|e| io_context("open", path, e))?;
-    let mut reader = RecordReader::new(file, path, number);
+    let mut reader = RecordReader::new(file, path, number).lost_pages_after_sync(is_sync_mark);
     if live {
         reader = reader.live();
     }
@@ -399,7 +431,9 @@ mod tests {
         })
         .unwrap();
         assert_eq!(tail.torn_at, None);
-        assert_eq!(seen.len(), 2);
+        // The two records, and the sync mark after them.
+        assert_eq!(seen.len(), 3);
+        assert_eq!((seen[2].first_seq, seen[2].ops.len()), (12, 0));
         assert_eq!(seen[0].first_seq, 10);
         assert_eq!(seen[0].ops[0].key, &b"k1"[..]);
         assert_eq!(seen[0].ops[0].value, &b"v1"[..]);
@@ -627,5 +661,89 @@ mod tests {
                 "{first} {count}: {e:?}"
             );
         }
+    }
+
+    fn put_payload(first_seq: u64, value: &[u8]) -> Vec<u8> {
+        let mut p = Vec::new();
+        put_u64(&mut p, first_seq);
+        put_u32(&mut p, 1);
+        encode_op(
+            &mut p,
+            OpKind::Put,
+            format!("k{first_seq}").as_bytes(),
+            value,
+        );
+        p
+    }
+
+    fn wal_number(path: &Path) -> u64 {
+        match crate::filename::parse(path.file_name().unwrap().to_str().unwrap()) {
+            Some(crate::filename::FileKind::Wal(n)) => n,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_writer_marks_each_sync_after_it_and_only_when_records_came() {
+        let fs = MemFs::new();
+        fs.create_dir_all(Path::new("/d")).unwrap();
+        let p = Path::new("/d/000005.wal");
+        let mut w = WalWriter::create(&fs, p, 5, LogWrites::Syscall).unwrap();
+        w.sync().unwrap(); // nothing to mark
+        w.append(1, 1, [payload(1, 1)[12..].as_ref()]).unwrap();
+        w.append(2, 1, [payload(2, 1)[12..].as_ref()]).unwrap();
+        w.sync().unwrap();
+        w.sync().unwrap(); // no record since the mark: no second mark
+        w.append(3, 1, [payload(3, 1)[12..].as_ref()]).unwrap();
+        w.finish().unwrap();
+        let mut seen = Vec::new();
+        replay(&fs, p, 5, false, |b| {
+            seen.push((b.first_seq, b.ops.len()));
+            Ok(())
+        })
+        .unwrap();
+        // Each mark names the last operation before it, and the whole file is synced.
+        assert_eq!(seen, vec![(1, 1), (2, 1), (2, 0), (3, 1), (3, 0)]);
+        assert!(is_sync_mark(&payload(2, 0)));
+        assert!(!is_sync_mark(&payload(2, 1)));
+        let image = fs.crash_image(crate::fs::CrashImageOptions {
+            unsynced_data: crate::fs::UnsyncedData::Drop,
+            keep_unsynced_dir_entries: true,
+        });
+        assert_eq!(image.read_file(p).unwrap(), fs.read_file(p).unwrap());
+    }
+
+    #[test]
+    fn a_wal_cut_at_lost_pages_must_be_the_last_with_records() {
+        // A closed WAL (ends with a sync mark), then unsynced records over three pages, the
+        // second of which a power loss lost.
+        let (fs, wal) = db_with_unflushed_wal();
+        let number = wal_number(&wal);
+        let mut bytes = fs.read_file(&wal).unwrap();
+        let mut seq = 3;
+        while bytes.len() < 3 * 4096 {
+            bytes.extend_from_slice(&record::frame(&put_payload(seq, &[7; 100]), number));
+            seq += 1;
+        }
+        bytes[4096..8192].fill(0);
+        fs.write_file(&wal, &bytes).unwrap();
+        let copy = fs.crash_image(crate::fs::CrashImageOptions::PROCESS_CRASH);
+        let opts =
+            |fs: &MemFs| crate::Options::default().file_system(std::sync::Arc::new(fs.clone()));
+        // Alone, it is cut where the lost page starts to show.
+        let db = crate::Db::open_with("/db", opts(&fs)).unwrap();
+        assert_eq!(db.stats().wal_torn_tails, 1);
+        assert!(db.get("k3").unwrap().is_some());
+        assert!(db.get(format!("k{}", seq - 1)).unwrap().is_none());
+        drop(db);
+        // With a later WAL holding a record, that WAL was synced whole before: corruption.
+        let later = wal.with_file_name(format!("{:06}.wal", number + 1));
+        copy.write_file(&later, &record::frame(&put_payload(seq, b"v"), number + 1))
+            .unwrap();
+        let e = crate::Db::open_with("/db", opts(&copy)).unwrap_err();
+        assert!(
+            matches!(&e, Error::Corruption { file, offset, .. } if *file == wal && *offset < 4096),
+            "{e:?}"
+        );
     }
 }

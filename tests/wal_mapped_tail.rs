@@ -4,6 +4,7 @@
 //! sealed or closed WAL is cut back to its records. `LogWrites::Syscall` turns the map off.
 #![cfg(target_os = "linux")]
 
+use siltdb::inspect::{read_log, LogEnd};
 use siltdb::{Db, LogWrites, Options};
 use std::path::Path;
 
@@ -78,14 +79,21 @@ fn sealed_and_closed_wals_are_cut_back_to_their_records() {
     let wals = wal_files(dir.path());
     assert!(!wals.is_empty());
     for wal in wals {
-        let raw = std::fs::read(&wal).unwrap();
-        assert!(
-            raw.is_empty() || (raw.len() < (1 << 20) && *raw.last().unwrap() != 0),
-            "{} keeps {} bytes, ending in {:?}",
-            wal.display(),
-            raw.len(),
-            raw.last()
+        let len = std::fs::metadata(&wal).unwrap().len();
+        let (records, end) = read_log(&wal).unwrap();
+        assert_eq!(end, LogEnd::Clean, "{}", wal.display());
+        let records_end = records.last().map_or(0, |r| r.offset + r.len);
+        assert_eq!(
+            records_end,
+            len,
+            "{} keeps bytes after its records",
+            wal.display()
         );
+        // A sealed or closed WAL ends with the sync mark written after its last fsync.
+        if let Some(last) = records.last() {
+            assert_eq!(last.payload.len(), 12);
+            assert_eq!(last.payload[8..12], [0, 0, 0, 0]);
+        }
     }
     let db = Db::open_with(dir.path(), opts).unwrap();
     assert_eq!(db.iter().count(), 5000);
@@ -103,8 +111,11 @@ fn log_writes_syscall_appends_with_write_and_leaves_no_zero_tail() {
     // While the database runs, the WAL holds its records and nothing more.
     let wals = wal_files(dir.path());
     assert_eq!(wals.len(), 1);
-    let raw = std::fs::read(&wals[0]).unwrap();
-    assert!(raw.len() < (1 << 20) && *raw.last().unwrap() != 0);
+    let (records, end) = read_log(&wals[0]).unwrap();
+    assert_eq!(end, LogEnd::Clean);
+    let records_end = records.last().map_or(0, |r| r.offset + r.len);
+    assert_eq!(records_end, std::fs::metadata(&wals[0]).unwrap().len());
+    assert_eq!(records.len(), 2000);
     let image = tempfile::tempdir().unwrap();
     copy_dir(dir.path(), image.path());
     drop(db);

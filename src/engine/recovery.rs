@@ -123,9 +123,22 @@ pub(super) fn recover(
     let mut recovered = Memtable::new(0);
     let mut parts: Vec<JobOutput> = Vec::new();
     let mut seqs = SeqCheck::new(versions.last_sequence());
+    // Where a WAL was cut at pages a power loss lost: only the last WAL written can end so
+    // (each earlier one was synced whole before the next got a record).
+    let mut lost_pages_at: Option<(PathBuf, u64)> = None;
     for &n in &wals {
         let path = filename::wal_path(dir, n);
         let tail = wal::replay(fs.as_ref(), &path, n, opts.read_only, |batch| {
+            if let Some((cut, at)) = &lost_pages_at {
+                return Err(Error::corruption(
+                    cut,
+                    *at,
+                    format!(
+                        "the WAL was cut here at pages lost unsynced, but a later WAL ({}) holds records",
+                        path.display()
+                    ),
+                ));
+            }
             seqs.check(&path, &batch)?;
             // `check` proved `first_seq + ops - 1` does not overflow.
             for (seq, op) in (batch.first_seq..).zip(batch.ops) {
@@ -143,11 +156,20 @@ pub(super) fn recover(
             Ok(())
         })?;
         if let Some(at) = tail.torn_at {
-            log::warn!(
-                "{}: cut a torn tail of {} bytes at offset {at}",
-                path.display(),
-                tail.dropped_bytes
-            );
+            if tail.lost_pages {
+                log::warn!(
+                    "{}: cut at offset {at}: pages there were lost (a power loss before they were synced) while later ones were written; {} bytes of unsynced writes after them are dropped",
+                    path.display(),
+                    tail.dropped_bytes
+                );
+                lost_pages_at = Some((path.clone(), at));
+            } else {
+                log::warn!(
+                    "{}: cut a torn tail of {} bytes at offset {at}",
+                    path.display(),
+                    tail.dropped_bytes
+                );
+            }
             Counters::add(&counters.wal_torn_tails, 1);
             Counters::add(&counters.wal_torn_bytes, tail.dropped_bytes);
         }

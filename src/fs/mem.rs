@@ -91,6 +91,15 @@ pub enum UnsyncedData {
         /// Seed of the choice.
         seed: u64,
     },
+    /// The file keeps its written length, and each 4 KiB page holding unsynced bytes reached
+    /// the disk or not, independently, as `seed` chooses; a page that did not reads as zeros
+    /// from the synced length on. Background writeback writes a file's dirty pages in no
+    /// promised order (Linux resumes where its last pass stopped and wraps around), so a power
+    /// loss can keep a later page of a log and lose an earlier one.
+    LostPages {
+        /// Seed of the choice.
+        seed: u64,
+    },
 }
 
 /// How to build a crash image.
@@ -321,9 +330,9 @@ impl MemFs {
             &st.durable
         };
         let mut rng = match opts.unsynced_data {
-            UnsyncedData::RandomPrefix { seed } | UnsyncedData::ZeroTail { seed } => {
-                seed ^ 0x5851_f42d_4c95_7f2d
-            }
+            UnsyncedData::RandomPrefix { seed }
+            | UnsyncedData::ZeroTail { seed }
+            | UnsyncedData::LostPages { seed } => seed ^ 0x5851_f42d_4c95_7f2d,
             _ => 0,
         };
         let mut copies: HashMap<*const Inode, InodeRef> = HashMap::new();
@@ -335,7 +344,9 @@ impl MemFs {
                     let durable = c.durable_len();
                     let keep = match opts.unsynced_data {
                         UnsyncedData::Drop => durable,
-                        UnsyncedData::Keep | UnsyncedData::ZeroTail { .. } => c.data.len(),
+                        UnsyncedData::Keep
+                        | UnsyncedData::ZeroTail { .. }
+                        | UnsyncedData::LostPages { .. } => c.data.len(),
                         UnsyncedData::RandomPrefix { .. } => {
                             let extra = c.data.len() - durable;
                             durable + (splitmix(&mut rng) % (extra as u64 + 1)) as usize
@@ -350,6 +361,16 @@ impl MemFs {
                             for b in data.iter_mut().skip(from) {
                                 *b = 0;
                             }
+                        }
+                    }
+                    if let UnsyncedData::LostPages { .. } = opts.unsynced_data {
+                        let mut page = durable / 4096 * 4096;
+                        while page < data.len() {
+                            let end = (page + 4096).min(data.len());
+                            if splitmix(&mut rng).is_multiple_of(2) {
+                                data[page.max(durable)..end].fill(0);
+                            }
+                            page = end;
                         }
                     }
                     let content = if process_crash {

@@ -198,6 +198,31 @@ pub fn run(seed: u64, ops: u64, every: u64) -> Report {
 
 /// [`run`] with crashes during recovery at every `recovery_every`-th crash point.
 pub fn run_with_recovery(seed: u64, ops: u64, every: u64, recovery_every: u64) -> Report {
+    run_models(seed, ops, every, recovery_every, |n| {
+        vec![
+            CrashImageOptions::POWER_LOSS,
+            CrashImageOptions {
+                unsynced_data: UnsyncedData::RandomPrefix { seed: n },
+                keep_unsynced_dir_entries: n.is_multiple_of(2),
+            },
+            CrashImageOptions {
+                unsynced_data: UnsyncedData::ZeroTail { seed: n },
+                keep_unsynced_dir_entries: false,
+            },
+            CrashImageOptions::PROCESS_CRASH,
+        ]
+    })
+}
+
+/// The history of [`run`], checking the crash images that `models` names for the `n`-th crash
+/// point.
+pub fn run_models(
+    seed: u64,
+    ops: u64,
+    every: u64,
+    recovery_every: u64,
+    models: impl Fn(u64) -> Vec<CrashImageOptions> + Send + Sync + 'static,
+) -> Report {
     let fs = MemFs::new();
     let report = Arc::new(Mutex::new(Report::default()));
     let r2 = report.clone();
@@ -207,18 +232,7 @@ pub fn run_with_recovery(seed: u64, ops: u64, every: u64, recovery_every: u64) -
         every,
         Some(Arc::new(move |p: CrashPoint| {
             let n = pc.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            for mode in [
-                CrashImageOptions::POWER_LOSS,
-                CrashImageOptions {
-                    unsynced_data: UnsyncedData::RandomPrefix { seed: n },
-                    keep_unsynced_dir_entries: n.is_multiple_of(2),
-                },
-                CrashImageOptions {
-                    unsynced_data: UnsyncedData::ZeroTail { seed: n },
-                    keep_unsynced_dir_entries: false,
-                },
-                CrashImageOptions::PROCESS_CRASH,
-            ] {
+            for mode in models(n) {
                 check_image(seed, &p, mode, &r2);
             }
             if recovery_every > 0 && n.is_multiple_of(recovery_every) {

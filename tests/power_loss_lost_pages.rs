@@ -1,0 +1,196 @@
+//! A power loss that keeps a later page of the WAL and loses an earlier one. Background
+//! writeback writes a file's dirty pages in no promised order (Linux resumes a file where its
+//! last pass stopped and wraps around), so the unsynced end of a WAL can come back with a
+//! page of zeros followed by good records. That is not corruption: nothing after the lost page
+//! was synced, and D2 allows a power loss to take the unsynced writes, as a suffix. The
+//! database must open (D5) and hold a prefix of the history at or after the last sync. A lost
+//! page in front of a synced write, or of a `sync`, cannot come from a power loss (the fsync
+//! wrote it) and stays corruption (D6).
+//!
+//! The history run checks every k-th file-system operation of the `crash_power_loss.rs`
+//! workload under the `UnsyncedData::LostPages` model, two page choices each, with and without
+//! the unsynced directory entries. Sizes: `SILT_CRASH_OPS` (default 1500), `SILT_CRASH_EVERY`
+//! (default 6).
+mod common;
+
+use siltdb::fs::{CrashImageOptions, FileSystem, MemFs, UnsyncedData};
+use siltdb::{Db, Error, Options, WriteOptions};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+#[test]
+fn power_loss_with_pages_lost_out_of_order() {
+    let r = common::crash::run_models(
+        21,
+        common::env_u64("SILT_CRASH_OPS", 1500),
+        common::env_u64("SILT_CRASH_EVERY", 6),
+        0,
+        |n| {
+            (0..2)
+                .map(|k| CrashImageOptions {
+                    unsynced_data: UnsyncedData::LostPages { seed: n * 2 + k },
+                    keep_unsynced_dir_entries: k == 1,
+                })
+                .collect()
+        },
+    );
+    println!("{}", r.card("power loss, pages lost out of order"));
+    assert!(
+        r.crash_points >= 500,
+        "too few crash points: {}",
+        r.crash_points
+    );
+    assert_eq!(r.problems(), 0, "{}", r.first_problem.unwrap_or_default());
+}
+
+const DIR: &str = "/db";
+
+/// One WAL for the whole test (no rotation), 100-byte values: ~40 records a 4 KiB page.
+fn options(fs: &MemFs) -> Options {
+    Options::default()
+        .memtable_size(8 << 20)
+        .file_system(Arc::new(fs.clone()) as Arc<dyn FileSystem>)
+}
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key{i:06}").into_bytes()
+}
+
+fn value(i: u32) -> Vec<u8> {
+    let mut v = format!("value of {i:06} ").into_bytes();
+    v.resize(100, b'a' + (i % 26) as u8);
+    v
+}
+
+/// The only WAL of the database in `fs`.
+fn the_wal(fs: &MemFs) -> PathBuf {
+    let wals: Vec<PathBuf> = fs
+        .list(Path::new(DIR))
+        .unwrap()
+        .into_iter()
+        .filter(|name| name.ends_with(".wal"))
+        .map(|name| Path::new(DIR).join(name))
+        .collect();
+    assert_eq!(wals.len(), 1, "{wals:?}");
+    wals[0].clone()
+}
+
+/// A power-loss image of `fs` in which every byte reached the disk except 4 KiB page `page` of
+/// the WAL, which reads as zeros.
+fn image_losing_page(fs: &MemFs, page: usize) -> MemFs {
+    let image = fs.crash_image(CrashImageOptions::PROCESS_CRASH);
+    let wal = the_wal(&image);
+    let mut bytes = image.read_file(&wal).unwrap();
+    assert!(bytes.len() > (page + 2) * 4096, "the WAL is too short");
+    bytes[page * 4096..(page + 1) * 4096].fill(0);
+    image.write_file(&wal, &bytes).unwrap();
+    image
+}
+
+/// How many of keys `0..n` the database holds, checking that they are a prefix with their
+/// values.
+fn prefix_held(db: &Db, n: u32) -> u32 {
+    let held = (0..n)
+        .take_while(|&i| db.get(key(i)).unwrap().is_some())
+        .count() as u32;
+    for i in 0..n {
+        let got = db.get(key(i)).unwrap();
+        if i < held {
+            assert_eq!(got.as_deref(), Some(&value(i)[..]), "key {i}");
+        } else {
+            assert_eq!(got, None, "key {i} after a hole at {held}");
+        }
+    }
+    held
+}
+
+#[test]
+fn a_lost_page_in_the_unsynced_tail_cuts_the_log_there() {
+    let fs = MemFs::new();
+    let db = Db::open_with(DIR, options(&fs)).unwrap();
+    for i in 0..400 {
+        db.insert(key(i), value(i)).unwrap();
+    }
+    let image = image_losing_page(&fs, 3);
+    drop(db);
+    let db = Db::open_with(DIR, options(&image)).expect("open after the power loss");
+    let held = prefix_held(&db, 400);
+    // Records are ~130 bytes: the writes wholly in pages 0..3 survive, nothing after.
+    assert!(
+        (3 * 4096 / 140..=3 * 4096 / 120).contains(&(held as usize)),
+        "{held}"
+    );
+    assert_eq!(db.stats().wal_torn_tails, 1);
+    assert!(db.stats().wal_torn_bytes > 4096);
+    // The database goes on from there, and a second open sees the same.
+    db.insert(b"after", b"reopen").unwrap();
+    drop(db);
+    let db = Db::open_with(DIR, options(&image)).unwrap();
+    assert_eq!(prefix_held(&db, 400), held);
+    assert_eq!(db.get(b"after").unwrap().as_deref(), Some(&b"reopen"[..]));
+}
+
+#[test]
+fn a_lost_page_before_a_synced_write_is_corruption() {
+    let fs = MemFs::new();
+    let db = Db::open_with(DIR, options(&fs)).unwrap();
+    for i in 0..400 {
+        let sync = i == 300;
+        db.insert_with(key(i), value(i), WriteOptions::new().sync(sync))
+            .unwrap();
+    }
+    // Page 3 was written by the fsync of write 300: a power loss cannot have lost it.
+    let before = image_losing_page(&fs, 3);
+    // A page lost after the synced write is a power loss again.
+    let after = image_losing_page(&fs, 11);
+    drop(db);
+    let err = Db::open_with(DIR, options(&before)).unwrap_err();
+    assert!(matches!(err, Error::Corruption { .. }), "{err:?}");
+    let db = Db::open_with(DIR, options(&after)).expect("open");
+    let held = prefix_held(&db, 400);
+    assert!((301..400).contains(&held), "{held}");
+}
+
+#[test]
+fn a_lost_page_before_a_sync_call_is_corruption() {
+    let fs = MemFs::new();
+    let db = Db::open_with(DIR, options(&fs)).unwrap();
+    for i in 0..200 {
+        db.insert(key(i), value(i)).unwrap();
+    }
+    db.sync().unwrap();
+    for i in 200..400 {
+        db.insert(key(i), value(i)).unwrap();
+    }
+    let err = Db::open_with(DIR, options(&image_losing_page(&fs, 2))).unwrap_err();
+    assert!(matches!(err, Error::Corruption { .. }), "{err:?}");
+    let db2 = Db::open_with(DIR, options(&image_losing_page(&fs, 8))).expect("open");
+    let held = prefix_held(&db2, 400);
+    assert!((200..400).contains(&held), "{held}");
+    drop(db2);
+    // A closed database's WAL is synced whole: any lost page is corruption.
+    drop(db);
+    let err = Db::open_with(DIR, options(&image_losing_page(&fs, 8))).unwrap_err();
+    assert!(matches!(err, Error::Corruption { .. }), "{err:?}");
+}
+
+#[test]
+fn a_flipped_bit_in_the_unsynced_tail_is_still_corruption() {
+    let fs = MemFs::new();
+    let db = Db::open_with(DIR, options(&fs)).unwrap();
+    for i in 0..400 {
+        db.insert(key(i), value(i)).unwrap();
+    }
+    let image = fs.crash_image(CrashImageOptions::PROCESS_CRASH);
+    drop(db);
+    let wal = the_wal(&image);
+    let clean = image.read_file(&wal).unwrap();
+    // One bit of a value in page 3, which a power loss does not do.
+    for at in [3 * 4096 + 100, 3 * 4096 + 1000, 3 * 4096 + 4000] {
+        let mut bytes = clean.clone();
+        bytes[at] ^= 0x10;
+        image.write_file(&wal, &bytes).unwrap();
+        let err = Db::open_with(DIR, options(&image)).unwrap_err();
+        assert!(matches!(err, Error::Corruption { .. }), "{at}: {err:?}");
+    }
+}
