@@ -11,13 +11,22 @@ use std::sync::Arc;
 
 pub const DIR: &str = "/db";
 
+/// Seeds from this one on run with 64 KiB memtables instead of 8 KiB, so that each WAL spans
+/// many 4 KiB pages.
+pub const LARGE_MEMTABLE_SEEDS: u64 = 100;
+
 /// The options of a history: even seeds read through a small block cache (which evicts), odd
 /// seeds with the cache off, so that every crash model runs both ways.
 fn options(fs: &MemFs, seed: u64) -> Options {
+    let memtable = if seed >= LARGE_MEMTABLE_SEEDS {
+        64 << 10
+    } else {
+        8 << 10
+    };
     Options::default()
         .block_cache_size(if seed.is_multiple_of(2) { 64 << 10 } else { 0 })
         .file_system(Arc::new(fs.clone()) as Arc<dyn FileSystem>)
-        .memtable_size(8 << 10)
+        .memtable_size(memtable)
         .block_size(512)
         .level_base_size(32 << 10)
         .target_table_size(8 << 10)
