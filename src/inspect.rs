@@ -70,13 +70,21 @@ pub enum LogEnd {
     /// Every byte belonged to a valid record.
     Clean,
     /// The last record was incomplete or failed its checksum, with nothing valid after it:
-    /// an interrupted write, which recovery cuts off. In a WAL, also pages that a power loss
-    /// lost after the last sync mark while later ones reached the disk (valid records may
-    /// follow; recovery cuts them off too, see `docs/format.md` §2).
+    /// an interrupted write, which recovery cuts off.
     TornTail {
         /// Where it starts.
         offset: u64,
         /// Its length.
+        bytes: u64,
+    },
+    /// In a WAL: a bad record, valid records after it but no sync mark, and zeros where a
+    /// page a power loss lost would leave them (`docs/format.md` §2): the unsynced end of the
+    /// log, from `offset` on, which recovery cuts off (or reports as corruption if a later
+    /// WAL holds records).
+    LostPages {
+        /// Where the bad record starts.
+        offset: u64,
+        /// Bytes from there to the end of the file.
         bytes: u64,
     },
     /// A record fails its checksum and valid records follow: corruption.
@@ -124,10 +132,15 @@ pub fn read_log(path: &Path) -> Result<(Vec<LogRecord>, LogEnd)> {
                 payload: r.payload,
             }),
             Ok(None) => {
-                let end = match reader.tail().torn_at {
+                let tail = reader.tail();
+                let end = match tail.torn_at {
+                    Some(offset) if tail.lost_pages => LogEnd::LostPages {
+                        offset,
+                        bytes: tail.dropped_bytes,
+                    },
                     Some(offset) => LogEnd::TornTail {
                         offset,
-                        bytes: reader.tail().dropped_bytes,
+                        bytes: tail.dropped_bytes,
                     },
                     None => LogEnd::Clean,
                 };

@@ -276,21 +276,40 @@ impl RecordReader {
         Ok(after)
     }
 
-    /// True if the bad stretch `[from, to)` holds what a page lost by a power loss leaves: a
-    /// record header of zeros at `from`, or [`LOST_PAGE_ZEROS`] zero bytes ending at a 4 KiB
-    /// boundary.
+    /// True if the bad stretch `[from, to)` holds what a page lost by a power loss leaves:
+    /// zeros that end at a 4 KiB boundary and either start at `from` or run for at least
+    /// [`LOST_PAGE_ZEROS`] bytes, or a record header of zeros at `from`; and no single flipped
+    /// bit of the header at `from` makes its record whole (a flip can zero a byte).
     fn looks_like_lost_pages(&self, from: u64, to: u64) -> Result<bool> {
         let stretch = self.read(from, (to - from) as usize)?;
-        if stretch.len() >= HEADER_LEN && stretch[..HEADER_LEN].iter().all(|&b| b == 0) {
-            return Ok(true);
-        }
-        let mut boundary = (from + LOST_PAGE_ZEROS as u64).next_multiple_of(4096);
-        while boundary <= to {
+        let zero = |r: std::ops::Range<usize>| stretch[r].iter().all(|&b| b == 0);
+        let mut found = stretch.len() >= HEADER_LEN && zero(0..HEADER_LEN);
+        let mut boundary = (from + 1).next_multiple_of(4096);
+        while !found && boundary <= to {
             let end = (boundary - from) as usize;
-            if stretch[end - LOST_PAGE_ZEROS..end].iter().all(|&b| b == 0) {
-                return Ok(true);
-            }
+            found = zero(end.saturating_sub(LOST_PAGE_ZEROS)..end);
             boundary += 4096;
+        }
+        Ok(found && !self.header_bit_flip_makes_whole(from)?)
+    }
+
+    /// True if the record at `offset` checks once a single bit of its header is flipped.
+    fn header_bit_flip_makes_whole(&self, offset: u64) -> Result<bool> {
+        let remaining = self.len - offset;
+        if remaining < HEADER_LEN as u64 {
+            return Ok(false);
+        }
+        let header = self.read(offset, HEADER_LEN)?;
+        let room = remaining - HEADER_LEN as u64;
+        for bit in 0..HEADER_LEN * 8 {
+            let mut h = header.clone();
+            h[bit / 8] ^= 1 << (bit % 8);
+            if let Some((crc, len)) = check_header(&h, self.file_number, room) {
+                let payload = self.read(offset + HEADER_LEN as u64, len as usize)?;
+                if mask_crc(crc32fast::hash(&payload)) == crc {
+                    return Ok(true);
+                }
+            }
         }
         Ok(false)
     }
@@ -304,34 +323,30 @@ impl RecordReader {
         }
         let header = self.read(offset, HEADER_LEN)?;
         let room = remaining - HEADER_LEN as u64;
-        let payload_matches = |h: &[u8]| -> Result<Option<bool>> {
-            match check_header(h, self.file_number, u64::MAX) {
-                Some((crc, len)) if u64::from(len) <= room => {
-                    let payload = self.read(offset + HEADER_LEN as u64, len as usize)?;
-                    Ok(Some(mask_crc(crc32fast::hash(&payload)) == crc))
-                }
-                Some(_) => Ok(None), // reaches past the end: a write cut short
-                None => Ok(Some(false)),
-            }
-        };
-        if check_header(&header, self.file_number, u64::MAX).is_some() {
-            if payload_matches(&header)? == Some(false) {
-                let len = u64::from(u32::from_le_bytes([
-                    header[4], header[5], header[6], header[7],
-                ]));
+        // A valid header whose payload fits (one reaching past the end is a write cut short).
+        if let Some((crc, len)) = check_header(&header, self.file_number, u64::MAX) {
+            let fits = u64::from(len) <= room;
+            if fits
+                && mask_crc(crc32fast::hash(
+                    &self.read(offset + HEADER_LEN as u64, len as usize)?,
+                )) != crc
+            {
+                let len = u64::from(len);
                 let start = offset + HEADER_LEN as u64;
-                if !self.zero_from_page_boundary(start, len)? {
+                // A record cut short by a crash: zeros from a page boundary to its end, or
+                // (in a log with sync marks, where nothing follows this record) a page lost
+                // in its middle while later ones were written.
+                let cut_short = self.zero_from_page_boundary(start, len)?
+                    || (self.sync_mark.is_some()
+                        && self.looks_like_lost_pages(offset, start + len)?);
+                if !cut_short {
                     return Ok(Some("complete record fails its payload checksum"));
                 }
             }
             return Ok(None);
         }
-        for bit in 0..HEADER_LEN * 8 {
-            let mut h = header.clone();
-            h[bit / 8] ^= 1 << (bit % 8);
-            if payload_matches(&h)? == Some(true) {
-                return Ok(Some("a single flipped bit in the record header"));
-            }
+        if self.header_bit_flip_makes_whole(offset)? {
+            return Ok(Some("a single flipped bit in the record header"));
         }
         Ok(None)
     }
@@ -527,6 +542,59 @@ mod tests {
             read_with_marks(&fs, &p),
             Err(Error::Corruption { offset: 3888, .. })
         ));
+    }
+
+    #[test]
+    fn a_lost_page_under_the_first_bytes_of_a_header_is_cut() {
+        // Record 0 of 184 bytes, then records of 200: record 19 starts 8 bytes before the
+        // first page boundary. The bytes synced end there, and the page's last 8 bytes (the
+        // start of record 19's header) were lost while the next page was written.
+        let mut payloads = vec![vec![9u8; 184]];
+        payloads.extend((1..40u8).map(|i| vec![i | 1; 200]));
+        let refs: Vec<&[u8]> = payloads.iter().map(|p| p.as_slice()).collect();
+        let (fs, p, mut bytes) = log_with(&refs);
+        bytes[4088..4096].fill(0);
+        fs.write_file(&p, &bytes).unwrap();
+        let (recs, tail) = read_with_marks(&fs, &p).unwrap();
+        assert_eq!(
+            (recs.len(), tail.torn_at, tail.lost_pages),
+            (19, Some(4088), true)
+        );
+        assert!(matches!(
+            read_all(&fs, &p),
+            Err(Error::Corruption { offset: 4088, .. })
+        ));
+    }
+
+    #[test]
+    fn a_last_record_with_a_lost_middle_page_is_torn_in_a_log_with_sync_marks() {
+        let big = vec![5u8; 10_000];
+        let (fs, p, mut bytes) = log_with(&[b"first", &big]);
+        bytes[4096..8192].fill(0);
+        fs.write_file(&p, &bytes).unwrap();
+        let (recs, tail) = read_with_marks(&fs, &p).unwrap();
+        assert_eq!(recs, vec![b"first".to_vec()]);
+        assert_eq!(tail.torn_at, Some((HEADER_LEN + 5) as u64));
+        // Without sync marks (a manifest), the strict rule stands.
+        assert!(matches!(read_all(&fs, &p), Err(Error::Corruption { .. })));
+    }
+
+    #[test]
+    fn every_single_bit_flip_in_a_header_is_corruption_in_a_log_with_sync_marks() {
+        let payloads: Vec<Vec<u8>> = (0..30u8).map(|i| vec![i | 1; 200]).collect();
+        let refs: Vec<&[u8]> = payloads.iter().map(|p| p.as_slice()).collect();
+        let (fs, p, clean) = log_with(&refs);
+        for record in [0, 18, 29] {
+            for bit in 0..HEADER_LEN * 8 {
+                let mut bytes = clean.clone();
+                bytes[record * 216 + bit / 8] ^= 1 << (bit % 8);
+                fs.write_file(&p, &bytes).unwrap();
+                assert!(
+                    matches!(read_with_marks(&fs, &p), Err(Error::Corruption { .. })),
+                    "record {record} bit {bit}"
+                );
+            }
+        }
     }
 
     #[test]

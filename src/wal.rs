@@ -289,32 +289,55 @@ impl WalWriter {
     }
 
     /// fdatasyncs the WAL file, then appends a sync mark if records came since the last one.
+    /// Errors: the fsync's (or an earlier append's or fsync's); a failed mark does not fail
+    /// a sync that succeeded (see [`mark`](Self::mark)).
     pub(crate) fn sync(&mut self) -> Result<()> {
         self.durable(RecordWriter::sync)?;
-        if self.unmarked {
-            // After the fsync, never before: a mark that reached the disk proves that every
-            // byte before it did. Its `first_seq` is the last operation it follows; it has
-            // none of its own. It is synced by the next fsync, or lost with the unsynced end.
-            self.append(self.last_seq, 0, std::iter::empty())?;
-            self.unmarked = false;
-        }
+        self.mark();
         Ok(())
+    }
+
+    /// Appends a sync mark after a successful fsync, if records came since the last one:
+    /// after, never before, so that a mark that reached the disk proves every byte before it
+    /// did. Its `first_seq` is the last operation it follows; it has none of its own. It is
+    /// synced by the next fsync, or lost with the unsynced end. A failed append is logged and
+    /// latched (every later append and sync returns it, as for any failed append), but the
+    /// writes the fsync covered are durable, so it does not fail that sync; the log is only
+    /// left without this mark.
+    fn mark(&mut self) {
+        if !self.unmarked {
+            return;
+        }
+        if let Err(e) = self.append(self.last_seq, 0, std::iter::empty()) {
+            log::warn!("{}: no sync mark after a sync: {e}", self.path.display());
+        }
+        // (`append` sets it for records, this one included.)
+        self.unmarked = false;
     }
 
     /// Ends the WAL (it is no longer written): syncs it and appends a sync mark (if records
     /// came since the last one), then gives back the space allocated ahead of the writer and
-    /// syncs the file and its length.
+    /// syncs the file and its length. A mark that could not be appended does not stop the
+    /// rest: the records before it are whole. Errors: a failed fsync (or an earlier failure).
     pub(crate) fn finish(&mut self) -> Result<()> {
+        self.check_not_failed()?;
         if self.unmarked {
             self.sync()?;
         }
-        self.durable(RecordWriter::finish)
+        // Only a failed mark can stand here (latched by its append): the cut and the sync
+        // run regardless.
+        self.run(RecordWriter::finish)
     }
 
     /// Runs `op` (a sync of the log), unless an earlier failure stands; a failure stands for
     /// every later call.
     fn durable(&mut self, op: fn(&mut RecordWriter) -> std::io::Result<()>) -> Result<()> {
         self.check_not_failed()?;
+        self.run(op)
+    }
+
+    /// Runs `op` (a sync of the log); its failure stands for every later call.
+    fn run(&mut self, op: fn(&mut RecordWriter) -> std::io::Result<()>) -> Result<()> {
         if crate::sabotage::planted(crate::sabotage::Bug::SkipWalFsync) {
             return Ok(());
         }
@@ -711,6 +734,40 @@ mod tests {
             keep_unsynced_dir_entries: true,
         });
         assert_eq!(image.read_file(p).unwrap(), fs.read_file(p).unwrap());
+    }
+
+    #[test]
+    fn a_failed_mark_does_not_fail_the_sync_it_follows_but_every_later_append() {
+        use crate::fs::{FaultPlan, OpKind as FsOp};
+        let fs = MemFs::new();
+        fs.create_dir_all(Path::new("/d")).unwrap();
+        let p = Path::new("/d/000001.wal");
+        let mut w = WalWriter::create(&fs, p, 1, LogWrites::Syscall).unwrap();
+        let ops = &payload(1, 1)[12..];
+        w.append(1, 1, [ops]).unwrap();
+        // The next append is the mark after the sync.
+        fs.set_fault(Some(FaultPlan::nth(FsOp::Write, 0)));
+        w.sync().unwrap();
+        assert_eq!(fs.faults_injected(), 1);
+        fs.set_fault(None);
+        assert!(matches!(w.append(2, 1, [ops]), Err(Error::Io(_))));
+        assert!(matches!(w.sync(), Err(Error::Io(_))));
+        // The synced record is whole; the half-written mark after it reads as a torn tail.
+        let mut seen = Vec::new();
+        let tail = replay(&fs, p, 1, false, |b| {
+            seen.push((b.first_seq, b.ops.len()));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen, vec![(1, 1)]);
+        assert!(tail.torn_at.is_some());
+        // Closing still cuts and syncs (finish after a failed mark, on a fresh writer).
+        let q = Path::new("/d/000002.wal");
+        let mut w = WalWriter::create(&fs, q, 2, LogWrites::Syscall).unwrap();
+        w.append(1, 1, [ops]).unwrap();
+        fs.set_fault(Some(FaultPlan::nth(FsOp::Write, 0)));
+        w.finish().unwrap();
+        fs.set_fault(None);
     }
 
     #[test]

@@ -49,6 +49,13 @@ fn end_json(end: &LogEnd) -> End {
             bytes: Some(*bytes),
             detail: None,
         },
+        LogEnd::LostPages { offset, bytes } => End {
+            status:
+                "pages lost by a power loss (unsynced writes after them; recovery cuts them off)",
+            offset: Some(*offset),
+            bytes: Some(*bytes),
+            detail: None,
+        },
         LogEnd::Corrupt { offset, detail } => End {
             status: "CORRUPT",
             offset: Some(*offset),
@@ -81,6 +88,7 @@ fn finish(
         match end {
             LogEnd::Clean => line(out, "end: clean")?,
             LogEnd::TornTail { offset, bytes } => line(out, &format!("end: torn tail of {bytes} bytes at offset {offset} (an interrupted write; recovery cuts it off)"))?,
+            LogEnd::LostPages { offset, bytes } => line(out, &format!("end: pages lost by a power loss at offset {offset}: the {bytes} bytes from there on hold unsynced writes after a gap; recovery cuts them off (corruption if a later WAL holds records)"))?,
             LogEnd::Corrupt { .. } => {}
         }
     }
@@ -132,6 +140,13 @@ pub fn wal_dump(file: &Path, hex: bool, json: bool) -> Result<(), CliError> {
             continue;
         }
         match &rec.ops {
+            Some(ops) if ops.is_empty() => line(
+                &mut out,
+                &format!(
+                    "record @{} len {} crc ok: sync mark (every byte before it was synced)",
+                    rec.offset, rec.length
+                ),
+            )?,
             Some(ops) => {
                 let first = ops.first().map_or(0, |o| o.seq);
                 line(
