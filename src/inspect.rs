@@ -64,8 +64,10 @@ pub struct LogRecord {
     pub payload: Vec<u8>,
 }
 
-/// How a log ended.
+/// How a log ended. More endings may be told apart in later versions (`LostPages` came with
+/// WAL sync marks), so a `match` needs a wildcard arm.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LogEnd {
     /// Every byte belonged to a valid record.
     Clean,

@@ -133,6 +133,17 @@ pub(crate) struct TailReport {
 /// page a power loss lost (a single flipped bit never makes them).
 const LOST_PAGE_ZEROS: usize = 32;
 
+/// What a record that does not decode, with no valid record after it, is.
+enum Verdict {
+    /// Damage a crash cannot explain.
+    Corrupt(&'static str),
+    /// A write cut short by a crash.
+    Torn,
+    /// A write a power loss left with a page missing in its middle (see
+    /// [`RecordReader::lost_pages_after_sync`]).
+    LostPages,
+}
+
 /// What follows a record that does not decode.
 struct After {
     /// Offset of the first valid record after it.
@@ -283,11 +294,19 @@ impl RecordReader {
     fn looks_like_lost_pages(&self, from: u64, to: u64) -> Result<bool> {
         let stretch = self.read(from, (to - from) as usize)?;
         let zero = |r: std::ops::Range<usize>| stretch[r].iter().all(|&b| b == 0);
+        // Zeros from `from` to a boundary count only where they broke the header: a header
+        // that checks lost nothing (its first bytes were zero anyway).
+        let header = &stretch[..stretch.len().min(HEADER_LEN)];
+        let header_checks = check_header(header, self.file_number, u64::MAX).is_some();
         let mut found = stretch.len() >= HEADER_LEN && zero(0..HEADER_LEN);
         let mut boundary = (from + 1).next_multiple_of(4096);
         while !found && boundary <= to {
             let end = (boundary - from) as usize;
-            found = zero(end.saturating_sub(LOST_PAGE_ZEROS)..end);
+            found = if end < LOST_PAGE_ZEROS {
+                !header_checks && zero(0..end)
+            } else {
+                zero(end - LOST_PAGE_ZEROS..end)
+            };
             boundary += 4096;
         }
         Ok(found && !self.header_bit_flip_makes_whole(from)?)
@@ -314,12 +333,12 @@ impl RecordReader {
         Ok(false)
     }
 
-    /// Why the record at `offset` (which did not decode) is corruption rather than a torn
-    /// write; `None` if it can be a torn write.
-    fn damage_not_crash(&self, offset: u64) -> Result<Option<&'static str>> {
+    /// Whether the record at `offset`, which did not decode and has no valid record after
+    /// it, is corruption or a write a crash cut short.
+    fn damage_not_crash(&self, offset: u64) -> Result<Verdict> {
         let remaining = self.len - offset;
         if remaining < HEADER_LEN as u64 {
-            return Ok(None);
+            return Ok(Verdict::Torn);
         }
         let header = self.read(offset, HEADER_LEN)?;
         let room = remaining - HEADER_LEN as u64;
@@ -336,19 +355,24 @@ impl RecordReader {
                 // A record cut short by a crash: zeros from a page boundary to its end, or
                 // (in a log with sync marks, where nothing follows this record) a page lost
                 // in its middle while later ones were written.
-                let cut_short = self.zero_from_page_boundary(start, len)?
-                    || (self.sync_mark.is_some()
-                        && self.looks_like_lost_pages(offset, start + len)?);
-                if !cut_short {
-                    return Ok(Some("complete record fails its payload checksum"));
+                if self.zero_from_page_boundary(start, len)? {
+                    return Ok(Verdict::Torn);
                 }
+                if self.sync_mark.is_some() && self.looks_like_lost_pages(offset, start + len)? {
+                    return Ok(Verdict::LostPages);
+                }
+                return Ok(Verdict::Corrupt(
+                    "complete record fails its payload checksum",
+                ));
             }
-            return Ok(None);
+            return Ok(Verdict::Torn);
         }
         if self.header_bit_flip_makes_whole(offset)? {
-            return Ok(Some("a single flipped bit in the record header"));
+            return Ok(Verdict::Corrupt(
+                "a single flipped bit in the record header",
+            ));
         }
-        Ok(None)
+        Ok(Verdict::Torn)
     }
 
     /// True if the bytes `[start, start + len)` are zero from some 4 KiB-aligned file offset to
@@ -449,13 +473,15 @@ impl RecordReader {
                 "record fails its checksum or framing, and valid records follow it",
             ));
         }
-        if let Some(why) = self.damage_not_crash(offset)? {
-            return Err(Error::corruption(&self.path, offset, why));
-        }
+        let lost_pages = match self.damage_not_crash(offset)? {
+            Verdict::Corrupt(why) => return Err(Error::corruption(&self.path, offset, why)),
+            Verdict::Torn => false,
+            Verdict::LostPages => true,
+        };
         self.tail = TailReport {
             torn_at: Some(offset),
             dropped_bytes: self.len - offset,
-            lost_pages: false,
+            lost_pages,
         };
         Ok(None)
     }
@@ -567,6 +593,34 @@ mod tests {
     }
 
     #[test]
+    fn zeros_an_intact_header_starts_with_are_no_lost_page() {
+        // A record whose payload checksum starts with a zero byte, its header placed one byte
+        // before the first page boundary, and a flipped bit in its payload, with records
+        // after it: the zero before the boundary lost nothing (the header checks), so this
+        // is a flipped bit, corruption.
+        let odd = (0u32..)
+            .map(|i| {
+                let mut p = vec![3u8; 200];
+                p[..4].copy_from_slice(&i.to_le_bytes());
+                p
+            })
+            .find(|p| frame(p, 7)[0] == 0)
+            .unwrap();
+        let first = vec![1u8; 4095 - 3 * 216 - HEADER_LEN];
+        let mut payloads = vec![first, vec![2; 200], vec![2; 200], vec![2; 200], odd];
+        payloads.extend((0..10).map(|_| vec![4u8; 200]));
+        let refs: Vec<&[u8]> = payloads.iter().map(|p| p.as_slice()).collect();
+        let (fs, p, mut bytes) = log_with(&refs);
+        assert_eq!(bytes[4095], 0, "the record starts at 4095 with a zero byte");
+        bytes[4095 + HEADER_LEN + 100] ^= 0x04;
+        fs.write_file(&p, &bytes).unwrap();
+        assert!(matches!(
+            read_with_marks(&fs, &p),
+            Err(Error::Corruption { offset: 4095, .. })
+        ));
+    }
+
+    #[test]
     fn a_last_record_with_a_lost_middle_page_is_torn_in_a_log_with_sync_marks() {
         let big = vec![5u8; 10_000];
         let (fs, p, mut bytes) = log_with(&[b"first", &big]);
@@ -575,6 +629,8 @@ mod tests {
         let (recs, tail) = read_with_marks(&fs, &p).unwrap();
         assert_eq!(recs, vec![b"first".to_vec()]);
         assert_eq!(tail.torn_at, Some((HEADER_LEN + 5) as u64));
+        // Recovery accepts this only in the last WAL holding records.
+        assert!(tail.lost_pages);
         // Without sync marks (a manifest), the strict rule stands.
         assert!(matches!(read_all(&fs, &p), Err(Error::Corruption { .. })));
     }

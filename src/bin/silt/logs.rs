@@ -62,6 +62,13 @@ fn end_json(end: &LogEnd) -> End {
             bytes: None,
             detail: Some(detail.clone()),
         },
+        // An ending this build does not know how to name.
+        other => End {
+            status: "unknown ending",
+            offset: None,
+            bytes: None,
+            detail: Some(format!("{other:?}")),
+        },
     }
 }
 
@@ -90,6 +97,7 @@ fn finish(
             LogEnd::TornTail { offset, bytes } => line(out, &format!("end: torn tail of {bytes} bytes at offset {offset} (an interrupted write; recovery cuts it off)"))?,
             LogEnd::LostPages { offset, bytes } => line(out, &format!("end: pages lost by a power loss at offset {offset}: the {bytes} bytes from there on hold unsynced writes after a gap; recovery cuts them off (corruption if a later WAL holds records)"))?,
             LogEnd::Corrupt { .. } => {}
+            other => line(out, &format!("end: {other:?}"))?,
         }
     }
     if let LogEnd::Corrupt { offset, detail } = end {
