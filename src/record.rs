@@ -358,8 +358,15 @@ impl RecordReader {
                 if self.zero_from_page_boundary(start, len)? {
                     return Ok(Verdict::Torn);
                 }
-                if self.sync_mark.is_some() && self.looks_like_lost_pages(offset, start + len)? {
-                    return Ok(Verdict::LostPages);
+                // A page in its middle lost while its last one was written (its fsync never
+                // returned: a large manifest edit, or a WAL batch). In a WAL that is a
+                // lost-page cut, which recovery accepts only in the last WAL with records.
+                if self.looks_like_lost_pages(offset, start + len)? {
+                    return Ok(if self.sync_mark.is_some() {
+                        Verdict::LostPages
+                    } else {
+                        Verdict::Torn
+                    });
                 }
                 return Ok(Verdict::Corrupt(
                     "complete record fails its payload checksum",
@@ -621,7 +628,7 @@ mod tests {
     }
 
     #[test]
-    fn a_last_record_with_a_lost_middle_page_is_torn_in_a_log_with_sync_marks() {
+    fn a_last_record_with_a_lost_middle_page_is_torn() {
         let big = vec![5u8; 10_000];
         let (fs, p, mut bytes) = log_with(&[b"first", &big]);
         bytes[4096..8192].fill(0);
@@ -631,7 +638,18 @@ mod tests {
         assert_eq!(tail.torn_at, Some((HEADER_LEN + 5) as u64));
         // Recovery accepts this only in the last WAL holding records.
         assert!(tail.lost_pages);
-        // Without sync marks (a manifest), the strict rule stands.
+        // In a log without sync marks (a manifest, synced after every edit), the last record
+        // is the one whose fsync never returned: a torn tail too.
+        let (recs, tail) = read_all(&fs, &p).unwrap();
+        assert_eq!(recs, vec![b"first".to_vec()]);
+        assert_eq!(
+            (tail.torn_at, tail.lost_pages),
+            (Some((HEADER_LEN + 5) as u64), false)
+        );
+        // With a record after it, the lost page is corruption in a manifest, as before.
+        let (fs, p, mut bytes) = log_with(&[b"first", &big, b"last"]);
+        bytes[4096..8192].fill(0);
+        fs.write_file(&p, &bytes).unwrap();
         assert!(matches!(read_all(&fs, &p), Err(Error::Corruption { .. })));
     }
 
