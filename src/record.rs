@@ -129,6 +129,9 @@ pub(crate) struct TailReport {
     pub(crate) lost_pages: bool,
 }
 
+/// The page size a crash loses or keeps pages of (4 KiB on the file systems siltdb maps).
+const PAGE: u64 = 4096;
+
 /// Zero bytes, ending at a 4 KiB boundary, that a damaged stretch must hold to be read as a
 /// page a power loss lost (a single flipped bit never makes them).
 const LOST_PAGE_ZEROS: usize = 32;
@@ -299,7 +302,7 @@ impl RecordReader {
         let header = &stretch[..stretch.len().min(HEADER_LEN)];
         let header_checks = check_header(header, self.file_number, u64::MAX).is_some();
         let mut found = stretch.len() >= HEADER_LEN && zero(0..HEADER_LEN);
-        let mut boundary = (from + 1).next_multiple_of(4096);
+        let mut boundary = (from + 1).next_multiple_of(PAGE);
         while !found && boundary <= to {
             let end = (boundary - from) as usize;
             found = if end < LOST_PAGE_ZEROS {
@@ -307,7 +310,7 @@ impl RecordReader {
             } else {
                 zero(end - LOST_PAGE_ZEROS..end)
             };
-            boundary += 4096;
+            boundary += PAGE;
         }
         Ok(found && !self.header_bit_flip_makes_whole(from)?)
     }
@@ -342,37 +345,29 @@ impl RecordReader {
         }
         let header = self.read(offset, HEADER_LEN)?;
         let room = remaining - HEADER_LEN as u64;
-        // A valid header whose payload fits (one reaching past the end is a write cut short).
         if let Some((crc, len)) = check_header(&header, self.file_number, u64::MAX) {
-            let fits = u64::from(len) <= room;
-            if fits
-                && mask_crc(crc32fast::hash(
-                    &self.read(offset + HEADER_LEN as u64, len as usize)?,
-                )) != crc
+            let (start, len) = (offset + HEADER_LEN as u64, u64::from(len));
+            // A payload reaching past the end (or checking after all) is a write cut short,
+            // and so is one zero from a page boundary to its end.
+            if len > room
+                || mask_crc(crc32fast::hash(&self.read(start, len as usize)?)) == crc
+                || self.zero_from_page_boundary(start, len)?
             {
-                let len = u64::from(len);
-                let start = offset + HEADER_LEN as u64;
-                // A record cut short by a crash: zeros from a page boundary to its end, or
-                // (in a log with sync marks, where nothing follows this record) a page lost
-                // in its middle while later ones were written.
-                if self.zero_from_page_boundary(start, len)? {
-                    return Ok(Verdict::Torn);
-                }
-                // A page in its middle lost while its last one was written (its fsync never
-                // returned: a large manifest edit, or a WAL batch). In a WAL that is a
-                // lost-page cut, which recovery accepts only in the last WAL with records.
-                if self.looks_like_lost_pages(offset, start + len)? {
-                    return Ok(if self.sync_mark.is_some() {
-                        Verdict::LostPages
-                    } else {
-                        Verdict::Torn
-                    });
-                }
-                return Ok(Verdict::Corrupt(
-                    "complete record fails its payload checksum",
-                ));
+                return Ok(Verdict::Torn);
             }
-            return Ok(Verdict::Torn);
+            // A page in its middle lost while its last one was written (its fsync never
+            // returned: a large manifest edit, or a WAL batch). In a WAL that is a lost-page
+            // cut, which recovery accepts only in the last WAL with records.
+            if self.looks_like_lost_pages(offset, start + len)? {
+                return Ok(if self.sync_mark.is_some() {
+                    Verdict::LostPages
+                } else {
+                    Verdict::Torn
+                });
+            }
+            return Ok(Verdict::Corrupt(
+                "complete record fails its payload checksum",
+            ));
         }
         if self.header_bit_flip_makes_whole(offset)? {
             return Ok(Verdict::Corrupt(
@@ -390,7 +385,7 @@ impl RecordReader {
         }
         let end = start + len;
         // The page holding the last byte starts at or before `end - 1`.
-        let boundary = ((end - 1) & !4095).max(start);
+        let boundary = ((end - 1) & !(PAGE - 1)).max(start);
         let tail = self.read(boundary, (end - boundary) as usize)?;
         Ok(tail.iter().all(|&b| b == 0))
     }
@@ -452,7 +447,7 @@ impl RecordReader {
             None => offset + 1,
         };
         let after = self.scan_after(next_start)?;
-        if let Some(first_valid) = after.first_valid {
+        let lost_pages = if let Some(first_valid) = after.first_valid {
             if self.live {
                 // Perhaps a record still being written, its header not stored yet.
                 for _ in 0..LIVE_RETRIES {
@@ -463,27 +458,23 @@ impl RecordReader {
                     }
                 }
             }
-            if self.sync_mark.is_some()
+            let cut = self.sync_mark.is_some()
                 && !after.sync_mark
-                && self.looks_like_lost_pages(offset, first_valid)?
-            {
-                self.tail = TailReport {
-                    torn_at: Some(offset),
-                    dropped_bytes: self.len - offset,
-                    lost_pages: true,
-                };
-                return Ok(None);
+                && self.looks_like_lost_pages(offset, first_valid)?;
+            if !cut {
+                return Err(Error::corruption(
+                    &self.path,
+                    offset,
+                    "record fails its checksum or framing, and valid records follow it",
+                ));
             }
-            return Err(Error::corruption(
-                &self.path,
-                offset,
-                "record fails its checksum or framing, and valid records follow it",
-            ));
-        }
-        let lost_pages = match self.damage_not_crash(offset)? {
-            Verdict::Corrupt(why) => return Err(Error::corruption(&self.path, offset, why)),
-            Verdict::Torn => false,
-            Verdict::LostPages => true,
+            true
+        } else {
+            match self.damage_not_crash(offset)? {
+                Verdict::Corrupt(why) => return Err(Error::corruption(&self.path, offset, why)),
+                Verdict::Torn => false,
+                Verdict::LostPages => true,
+            }
         };
         self.tail = TailReport {
             torn_at: Some(offset),

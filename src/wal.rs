@@ -650,10 +650,7 @@ mod tests {
     /// Appends a record to the WAL at `path` and reopens the database: the error, and the
     /// offset the record went to.
     fn append_and_open(fs: &MemFs, path: &Path, payload: &[u8]) -> (Error, u64) {
-        let number = match crate::filename::parse(path.file_name().unwrap().to_str().unwrap()) {
-            Some(crate::filename::FileKind::Wal(n)) => n,
-            other => panic!("{other:?}"),
-        };
+        let number = wal_number(path);
         let mut bytes = fs.read_file(path).unwrap();
         let offset = bytes.len() as u64;
         bytes.extend_from_slice(&record::frame(payload, number));

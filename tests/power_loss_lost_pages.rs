@@ -103,6 +103,19 @@ fn image_losing_page(fs: &MemFs, page: usize) -> MemFs {
     image
 }
 
+/// Inserts keys `keys` with their values, unsynced.
+fn load(db: &Db, keys: std::ops::Range<u32>) {
+    for i in keys {
+        db.insert(key(i), value(i)).unwrap();
+    }
+}
+
+/// Opening the database in `image` fails with `Error::Corruption`.
+fn assert_corrupt(image: &MemFs) {
+    let err = Db::open_with(DIR, options(image)).unwrap_err();
+    assert!(matches!(err, Error::Corruption { .. }), "{err:?}");
+}
+
 /// How many of keys `0..n` the database holds, checking that they are a prefix with their
 /// values.
 fn prefix_held(db: &Db, n: u32) -> u32 {
@@ -124,9 +137,7 @@ fn prefix_held(db: &Db, n: u32) -> u32 {
 fn a_lost_page_in_the_unsynced_tail_cuts_the_log_there() {
     let fs = MemFs::new();
     let db = Db::open_with(DIR, options(&fs)).unwrap();
-    for i in 0..400 {
-        db.insert(key(i), value(i)).unwrap();
-    }
+    load(&db, 0..400);
     let image = image_losing_page(&fs, 3);
     drop(db);
     let db = Db::open_with(DIR, options(&image)).expect("open after the power loss");
@@ -160,8 +171,7 @@ fn a_lost_page_before_a_synced_write_is_corruption() {
     // A page lost after the synced write is a power loss again.
     let after = image_losing_page(&fs, 11);
     drop(db);
-    let err = Db::open_with(DIR, options(&before)).unwrap_err();
-    assert!(matches!(err, Error::Corruption { .. }), "{err:?}");
+    assert_corrupt(&before);
     let db = Db::open_with(DIR, options(&after)).expect("open");
     let held = prefix_held(&db, 400);
     assert!((301..400).contains(&held), "{held}");
@@ -171,32 +181,24 @@ fn a_lost_page_before_a_synced_write_is_corruption() {
 fn a_lost_page_before_a_sync_call_is_corruption() {
     let fs = MemFs::new();
     let db = Db::open_with(DIR, options(&fs)).unwrap();
-    for i in 0..200 {
-        db.insert(key(i), value(i)).unwrap();
-    }
+    load(&db, 0..200);
     db.sync().unwrap();
-    for i in 200..400 {
-        db.insert(key(i), value(i)).unwrap();
-    }
-    let err = Db::open_with(DIR, options(&image_losing_page(&fs, 2))).unwrap_err();
-    assert!(matches!(err, Error::Corruption { .. }), "{err:?}");
+    load(&db, 200..400);
+    assert_corrupt(&image_losing_page(&fs, 2));
     let db2 = Db::open_with(DIR, options(&image_losing_page(&fs, 8))).expect("open");
     let held = prefix_held(&db2, 400);
     assert!((200..400).contains(&held), "{held}");
     drop(db2);
     // A closed database's WAL is synced whole: any lost page is corruption.
     drop(db);
-    let err = Db::open_with(DIR, options(&image_losing_page(&fs, 8))).unwrap_err();
-    assert!(matches!(err, Error::Corruption { .. }), "{err:?}");
+    assert_corrupt(&image_losing_page(&fs, 8));
 }
 
 #[test]
 fn a_flipped_bit_in_the_unsynced_tail_is_still_corruption() {
     let fs = MemFs::new();
     let db = Db::open_with(DIR, options(&fs)).unwrap();
-    for i in 0..400 {
-        db.insert(key(i), value(i)).unwrap();
-    }
+    load(&db, 0..400);
     let image = fs.crash_image(CrashImageOptions::PROCESS_CRASH);
     drop(db);
     let wal = the_wal(&image);
