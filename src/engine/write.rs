@@ -30,6 +30,10 @@ use std::time::{Duration, Instant};
 /// Most bytes of queued batches one leader commits in one WAL record.
 const MAX_GROUP_BYTES: usize = 1 << 20;
 
+/// Keys of a group whose memtable filter lines the leader starts loading before it writes
+/// the group's WAL record.
+const PREFETCH_KEYS: usize = 16;
+
 /// The longest a synced leader waits for writers to join its group (see
 /// `Core::gather_synced_writers`), however slow the last fsync was.
 const MAX_GATHER: Duration = Duration::from_millis(5);
@@ -483,10 +487,17 @@ impl Core {
         // Every batch is checked whole before anything is logged or applied, so a group goes
         // in entirely or not at all. (A `WriteBatch` is only ever built by `encode_op`, so
         // this never fails in practice.)
-        if group
-            .iter()
-            .any(|g| !wal::walk_ops(&g.0.ops, g.0.count, |_| ()))
-        {
+        // The same walk starts loading the memtable filter lines of the group's first keys,
+        // which arrive while the WAL record is written (more would only evict each other).
+        let mut prefetch = PREFETCH_KEYS;
+        if group.iter().any(|g| {
+            !wal::walk_ops(&g.0.ops, g.0.count, |op| {
+                if prefetch > 0 && matches!(op.kind, OpKind::Put | OpKind::Delete) {
+                    prefetch -= 1;
+                    mem.prefetch(op.key);
+                }
+            })
+        }) {
             return Err(Error::InvalidArgument(
                 "write batch encoding is damaged".into(),
             ));

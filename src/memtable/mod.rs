@@ -202,6 +202,13 @@ impl Memtable {
         self.wal_number
     }
 
+    /// Starts loading the filter line an [`insert`](Self::insert) of `user_key` will set
+    /// bits in (see [`ScalableBloom::prefetch`]): the write path calls it for the first keys
+    /// of a group before it writes the group's WAL record.
+    pub(crate) fn prefetch(&self, user_key: &[u8]) {
+        self.filter.prefetch(hash_key(user_key));
+    }
+
     /// Inserts an entry. Fails only if the skiplist is at its capacity, which the writer
     /// never lets it reach: it seals a memtable once [`is_full`](Self::is_full) says so.
     pub(crate) fn insert(
