@@ -96,6 +96,11 @@ impl RecordWriter {
         RecordWriter { file }
     }
 
+    /// Passes on [`WritableFile::expect_appends`].
+    pub(crate) fn expect_appends(&mut self) {
+        self.file.expect_appends();
+    }
+
     /// Appends an already framed buffer (see [`frame_in_place`]) with one write, its header
     /// stored last.
     pub(crate) fn append_framed(&mut self, framed: &[u8]) -> io::Result<()> {

@@ -259,6 +259,14 @@ impl WalWriter {
         })
     }
 
+    /// Tells the file that appends are coming soon ([`WritableFile::expect_appends`]): a WAL
+    /// started by a memtable rotation, whose writer is busy, so that its first space is
+    /// allocated while the rotation syncs the directory and the previous WAL. (A WAL started
+    /// by `open` gets no hint: a database opened to read grows no 1 MiB WAL.)
+    pub(crate) fn expect_appends(&mut self) {
+        self.log.expect_appends();
+    }
+
     /// Appends one record holding `count` ops (already encoded, in `parts`) starting at
     /// `first_seq`, with a single write: when this returns, the record is in the OS.
     pub(crate) fn append<'a>(

@@ -18,6 +18,13 @@ use std::time::Duration;
 
 const THREADS: u64 = 6;
 
+/// The planted bug is process-wide: the tests of this file take turns.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn open(mem: &MemFs) -> Db {
     let opts = Options::default()
         .auto_compaction(false)
@@ -35,6 +42,7 @@ struct Ended {
 
 #[test]
 fn a_panicking_leader_stops_writes_without_hanging_anyone() {
+    let _serial = serial();
     let mem = MemFs::new();
     let db = Arc::new(open(&mem));
     sabotage::clear();
@@ -105,6 +113,35 @@ fn a_panicking_leader_stops_writes_without_hanging_anyone() {
             );
         }
         assert!(e.acked >= 200);
+    }
+    db.insert("after-reopen", "y").unwrap();
+}
+
+/// The single-writer case: a write that led alone, unqueued, panics in its own thread, and
+/// writes stop for it as for a group's leader.
+#[test]
+fn a_lone_leader_that_panics_stops_writes() {
+    let _serial = serial();
+    let mem = MemFs::new();
+    let db = open(&mem);
+    sabotage::clear();
+    for i in 0..100u32 {
+        db.insert(format!("k{i:03}"), "v").unwrap();
+    }
+    sabotage::plant(Bug::LeaderPanics);
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| db.insert("k100", "v")));
+    sabotage::clear();
+    assert!(run.is_err(), "the lone leader's write did not panic");
+    assert!(matches!(db.insert("after", "x"), Err(Error::Poisoned(_))));
+    assert_eq!(db.get("k099").unwrap().as_deref(), Some(&b"v"[..]));
+    let _ = db.close();
+    drop(db);
+    let db = open(&mem);
+    for i in 0..100u32 {
+        assert_eq!(
+            db.get(format!("k{i:03}")).unwrap().as_deref(),
+            Some(&b"v"[..])
+        );
     }
     db.insert("after-reopen", "y").unwrap();
 }

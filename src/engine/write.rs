@@ -5,7 +5,8 @@
 //! the leader hands each writer of its group its outcome, and hands the lead to the writer
 //! at the front of the queue. A leader of a synced group may wait briefly for the writers of
 //! the last one to queue again; the writer whose arrival makes that group whole leads it at
-//! once instead of waking the one that waits.
+//! once instead of waking the one that waits. An unsynced write that finds no leader leads at
+//! once without queueing (a single writer thread never touches the queue).
 //! A full memtable is sealed and a new WAL started; `flush` waits for the flush thread to
 //! write the sealed memtable to L0, `sync` fsyncs the WAL.
 
@@ -59,8 +60,9 @@ struct Pending {
     waiter: Arc<Waiter>,
 }
 
-/// One write of a group: its batch, sync request and the waiter of its writer.
-type GroupMember = (WriteBatch, bool, Arc<Waiter>);
+/// One write of a group: its batch, sync request and the waiter of its writer (`None` for
+/// the leader's own write when it led at once without queueing: see `Core::submit`).
+type GroupMember = (WriteBatch, bool, Option<Arc<Waiter>>);
 
 thread_local! {
     /// Where this thread waits while its write is queued (a thread has at most one write
@@ -151,6 +153,13 @@ impl Waiter {
     }
 }
 
+/// This thread's spare group list (see `SPARE_GROUP`), or a new one.
+fn take_spare_group() -> Vec<GroupMember> {
+    SPARE_GROUP
+        .try_with(|s| std::mem::take(&mut *s.borrow_mut()))
+        .unwrap_or_default()
+}
+
 /// The writers waiting to be committed.
 pub(super) struct WriteQueue {
     queue: VecDeque<Pending>,
@@ -186,10 +195,10 @@ impl WriteQueue {
         }
     }
 
-    /// Moves queued writes from the front into `group`, up to [`MAX_GROUP_BYTES`] (at least
-    /// one).
+    /// Moves queued writes from the front into `group` (which may hold the leader's own
+    /// write already), up to [`MAX_GROUP_BYTES`] in all (at least one write).
     fn take_group(&mut self, group: &mut Vec<GroupMember>) {
-        let mut bytes = 0usize;
+        let mut bytes: usize = group.iter().map(|g| g.0.ops.len()).sum();
         while let Some(front) = self.queue.front() {
             let PendingKind::Write(b, _) = &front.kind else {
                 break;
@@ -207,7 +216,7 @@ impl WriteQueue {
                 break;
             };
             self.queued_bytes -= b.ops.len();
-            group.push((b, sync, waiter));
+            group.push((b, sync, Some(waiter)));
         }
     }
 
@@ -247,14 +256,32 @@ impl Core {
     }
 
     /// Queues a write (or a seal) and waits until a leader, perhaps this thread, has done it.
+    ///
+    /// An unsynced write that finds no leader (so an empty queue) leads at once without
+    /// queueing: no waiter, no queue entry, the common case of a single writer thread. The
+    /// writers that queue behind it meanwhile join its group as they would any leader's. A
+    /// synced write always queues, so that a leader may gather the writers of the last
+    /// synced group (see `gather_synced_writers`).
     pub(crate) fn submit(&self, kind: PendingKind) -> Result<()> {
+        let mut st = self.state.lock();
+        self.writable(&st)?;
+        let kind = match kind {
+            PendingKind::Write(batch, false) if !st.writes.leader_active => {
+                st.writes.leader_active = true;
+                let mut group = take_spare_group();
+                group.push((batch, false, None));
+                // Its own write is in the group, so the round answers it.
+                return self.round(st, group, None).unwrap_or_else(|| {
+                    Err(Error::other("a write led alone was not in its group"))
+                });
+            }
+            kind => kind,
+        };
         // A write made while this thread exits (from another thread-local's destructor) may
         // find the thread's waiter already gone: it waits on one of its own.
         let me = WAITER
             .try_with(Arc::clone)
             .unwrap_or_else(|_| Arc::new(Waiter::default()));
-        let mut st = self.state.lock();
-        self.writable(&st)?;
         let w = &mut st.writes;
         if let PendingKind::Write(b, _) = &kind {
             w.queued_bytes += b.ops.len();
@@ -296,62 +323,7 @@ impl Core {
                 }
             }
             may_gather = true;
-            let mut group = SPARE_GROUP
-                .try_with(|s| std::mem::take(&mut *s.borrow_mut()))
-                .unwrap_or_default();
-            // A panic while leading (a bug) must not leave the other writers waiting for a
-            // leader forever: it stops writes, and every writer of the group and of the queue
-            // gets that error; then the panic goes on in this thread. (The state lock is held
-            // again here: `MutexGuard::unlocked` re-locks when its closure unwinds.)
-            let round = panic::catch_unwind(AssertUnwindSafe(|| self.lead(&mut st, &mut group)));
-            let (outcome, panicked) = match round {
-                Ok(outcome) => (outcome, None),
-                Err(payload) => {
-                    let cause = Error::other(format!(
-                        "a write group's leader panicked: {}",
-                        super::panic_message(&*payload)
-                    ));
-                    log::error!("{}: {cause}", self.dir.display());
-                    self.poison(&mut st, &cause);
-                    // Writes are refused now, with this cause or an earlier one.
-                    let stop = self.writable(&st).err().unwrap_or(cause);
-                    while !st.writes.queue.is_empty() {
-                        st.writes.finish_front(Err(stop.clone()));
-                    }
-                    (Err(stop), Some(payload))
-                }
-            };
-            let next = match st.writes.queue.front() {
-                Some(front) => Some(front.waiter.clone()),
-                None => {
-                    st.writes.leader_active = false;
-                    None
-                }
-            };
-            drop(st);
-            // The lead passes to the front (which no one else takes from meanwhile), then
-            // the group's writers learn their outcome; neither needs the state lock.
-            if let Some(next) = next {
-                next.hand_lead();
-            }
-            let mut mine = None;
-            for (_, _, waiter) in &group {
-                if Arc::ptr_eq(waiter, &me) {
-                    mine = Some(outcome.clone());
-                } else {
-                    waiter.finish(outcome.clone());
-                }
-            }
-            group.clear();
-            if group.capacity() <= 64 {
-                let _ = SPARE_GROUP.try_with(|s| *s.borrow_mut() = group);
-            }
-            if let Some(payload) = panicked {
-                // This thread's request was in the group or in the queue: forget its answer.
-                me.forget();
-                panic::resume_unwind(payload);
-            }
-            if let Some(outcome) = mine {
+            if let Some(outcome) = self.round(st, take_spare_group(), Some(&me)) {
                 return outcome;
             }
             match me.wait() {
@@ -361,18 +333,90 @@ impl Core {
         }
     }
 
-    /// Runs one round as leader: a seal, or a group of writes from the front of the queue.
-    /// Holds the state lock except while making room (a stall, a memtable rotation) and while
-    /// writing the WAL and the memtable. Fills `group` with the writes it took, whose writers
-    /// the caller tells the outcome it returns (`group` stays empty when the round finished
-    /// one request on its own: a seal, or a request that failed before anything was written).
+    /// Leads one round (the caller holds the lead) with `group`, empty or holding the
+    /// leader's own unqueued write, hands the lead on and answers the group's writers.
+    /// Returns the outcome of this thread's write if the round committed (or failed) it:
+    /// its unqueued write, or its queued one (`me`).
+    fn round(
+        &self,
+        mut st: MutexGuard<'_, State>,
+        mut group: Vec<GroupMember>,
+        me: Option<&Arc<Waiter>>,
+    ) -> Option<Result<()>> {
+        // A panic while leading (a bug) must not leave the other writers waiting for a
+        // leader forever: it stops writes, and every writer of the group and of the queue
+        // gets that error; then the panic goes on in this thread. (The state lock is held
+        // again here: `MutexGuard::unlocked` re-locks when its closure unwinds.)
+        let round = panic::catch_unwind(AssertUnwindSafe(|| self.lead(&mut st, &mut group)));
+        let (outcome, panicked) = match round {
+            Ok(outcome) => (outcome, None),
+            Err(payload) => {
+                let cause = Error::other(format!(
+                    "a write group's leader panicked: {}",
+                    super::panic_message(&*payload)
+                ));
+                log::error!("{}: {cause}", self.dir.display());
+                self.poison(&mut st, &cause);
+                // Writes are refused now, with this cause or an earlier one.
+                let stop = self.writable(&st).err().unwrap_or(cause);
+                while !st.writes.queue.is_empty() {
+                    st.writes.finish_front(Err(stop.clone()));
+                }
+                (Err(stop), Some(payload))
+            }
+        };
+        let next = match st.writes.queue.front() {
+            Some(front) => Some(front.waiter.clone()),
+            None => {
+                st.writes.leader_active = false;
+                None
+            }
+        };
+        drop(st);
+        // The lead passes to the front (which no one else takes from meanwhile), then
+        // the group's writers learn their outcome; neither needs the state lock.
+        if let Some(next) = next {
+            next.hand_lead();
+        }
+        let mut mine = None;
+        for (_, _, waiter) in &group {
+            match waiter {
+                Some(w) if !me.is_some_and(|me| Arc::ptr_eq(w, me)) => w.finish(outcome.clone()),
+                _ => mine = Some(outcome.clone()),
+            }
+        }
+        group.clear();
+        if group.capacity() <= 64 {
+            let _ = SPARE_GROUP.try_with(|s| *s.borrow_mut() = group);
+        }
+        if let Some(payload) = panicked {
+            // This thread's request was in the group or in the queue: forget its answer.
+            if let Some(me) = me {
+                me.forget();
+            }
+            panic::resume_unwind(payload);
+        }
+        mine
+    }
+
+    /// Runs one round as leader: a seal, or a group of writes from the front of the queue
+    /// (after the leader's own unqueued write, if `group` holds it). Holds the state lock
+    /// except while making room (a stall, a memtable rotation) and while writing the WAL and
+    /// the memtable. Fills `group` with the writes it took, whose writers the caller tells
+    /// the outcome it returns (`group` stays empty when the round finished one request on its
+    /// own: a seal, or a queued request that failed before anything was written).
     fn lead(&self, st: &mut MutexGuard<'_, State>, group: &mut Vec<GroupMember>) -> Result<()> {
-        let seal = matches!(
-            st.writes.queue.front().map(|p| &p.kind),
-            Some(PendingKind::Seal)
-        );
+        let seal = group.is_empty()
+            && matches!(
+                st.writes.queue.front().map(|p| &p.kind),
+                Some(PendingKind::Seal)
+            );
         if let Err(e) = self.make_room(st, seal) {
-            // Fail the front request only; the others are led in later rounds.
+            // Fail the leader's own unqueued write, or the front request; the others are led
+            // in later rounds.
+            if !group.is_empty() {
+                return Err(e);
+            }
             st.writes.finish_front(Err(e));
             return Ok(());
         }
@@ -605,7 +649,10 @@ impl Core {
             // A WAL numbered past the limit would be ignored by the next open as a foreign
             // file, losing its writes: refuse to start one.
             filename::check_new_number(&self.dir, number)?;
-            let new_wal = WalWriter::create(self.fs.as_ref(), &path, number, self.opts.log_writes)?;
+            let mut new_wal =
+                WalWriter::create(self.fs.as_ref(), &path, number, self.opts.log_writes)?;
+            // Its first space is allocated in the background during the two fsyncs below.
+            new_wal.expect_appends();
             self.fs
                 .sync_dir(&self.dir)
                 .map_err(|e| io_context("sync directory", &self.dir, e))?;

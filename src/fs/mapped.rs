@@ -160,8 +160,8 @@ pub(crate) fn create_file(path: &Path) -> io::Result<File> {
 
 impl MappedLog {
     /// Writes a new, empty file through a map. The first window is allocated on the first
-    /// append (by that append, unless [`allocate_ahead_from_start`](Self::allocate_ahead_from_start)
-    /// has a helper do it at once).
+    /// append (by that append, unless [`expect_appends`](WritableFile::expect_appends) had a
+    /// helper start on it).
     pub(crate) fn new(file: File) -> MappedLog {
         MappedLog {
             file,
@@ -177,18 +177,6 @@ impl MappedLog {
             #[cfg(test)]
             fail_ahead: false,
         }
-    }
-
-    /// Has a helper thread allocate (and zero) the first window now, while the caller does
-    /// other work (the write path syncs the directory and the previous WAL between creating a
-    /// log and its first append), and every next window while the one before it is written:
-    /// the writer then allocates nothing itself unless it outruns the helper. Without it the
-    /// writer allocates the first two windows of each log (2 MiB of zeros, ~7% of a
-    /// sequential load's writer time) before a helper starts. If no helper can start, the
-    /// log allocates each window when it needs it, as without this call.
-    pub(crate) fn allocate_ahead_from_start(mut self) -> MappedLog {
-        self.request_ahead(true);
-        self
     }
 
     /// Makes the window cover `[len, len + n)`, allocating and mapping a new one if needed;
@@ -229,8 +217,8 @@ impl MappedLog {
             match mapped {
                 Ok(map) => {
                     self.map = Some((map, start));
-                    // From the second window on (or from the first, for a log that started
-                    // its helper at once), the next one is allocated (and its pages put in
+                    // From the second window on (or from the first, for a log told to expect
+                    // appends), the next one is allocated (and its pages put in
                     // the page cache) by the helper while this one is written.
                     if start > 0 || self.ahead.is_some() {
                         self.request_ahead(zero);
@@ -363,6 +351,20 @@ pub(crate) fn maps_safely(file: &File) -> bool {
 impl WritableFile for MappedLog {
     fn append(&mut self, data: &[u8]) -> io::Result<()> {
         self.append_framed(data, 0)
+    }
+
+    /// Has a helper thread allocate (and zero) the first window now, while the caller does
+    /// other work (the write path syncs the directory and the previous WAL between creating a
+    /// log and its first append), and every next window while the one before it is written:
+    /// the writer then allocates nothing itself unless it outruns the helper. Without it the
+    /// writer allocates the first two windows of the log (2 MiB of zeros, ~7% of a
+    /// sequential load's writer time) before a helper starts. Only for a log nothing was
+    /// appended to or allocated for yet; if no helper can start, each window is allocated
+    /// when it is needed.
+    fn expect_appends(&mut self) {
+        if self.allocated == 0 && self.ahead.is_none() && !self.unmappable {
+            self.request_ahead(true);
+        }
     }
 
     fn append_framed(&mut self, data: &[u8], head: usize) -> io::Result<()> {
@@ -536,10 +538,11 @@ mod tests {
     }
 
     #[test]
-    fn a_log_allocated_ahead_from_the_start_has_its_first_window_before_any_append() {
+    fn a_log_told_to_expect_appends_has_its_first_window_before_any_append() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("log");
-        let mut w = MappedLog::new(create_file(&p).unwrap()).allocate_ahead_from_start();
+        let mut w = MappedLog::new(create_file(&p).unwrap());
+        w.expect_appends();
         // The helper allocates and zeroes the first window with no append asking.
         w.settle_ahead().unwrap();
         assert_eq!(w.allocated, WINDOW);
@@ -559,14 +562,15 @@ mod tests {
         assert_eq!(std::fs::read(&p).unwrap(), want);
         // A log never appended to is cut back to nothing.
         let q = dir.path().join("empty");
-        let mut w = MappedLog::new(create_file(&q).unwrap()).allocate_ahead_from_start();
+        let mut w = MappedLog::new(create_file(&q).unwrap());
+        w.expect_appends();
         w.finish().unwrap();
         assert_eq!(std::fs::read(&q).unwrap().len(), 0);
         // A first window the helper fails to allocate fails the first append.
         let r = dir.path().join("full");
         let mut w = MappedLog::new(create_file(&r).unwrap());
         w.fail_ahead = true;
-        let mut w = w.allocate_ahead_from_start();
+        w.expect_appends();
         let err = w.append(b"x").unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::FileTooLarge);
         assert_eq!(w.len(), 0);

@@ -70,6 +70,13 @@ pub trait WritableFile: Send + fmt::Debug {
         let _ = head;
         self.append(data)
     }
+    /// A hint that appends are coming soon (the write path gives it a WAL started by a
+    /// memtable rotation, between creating the file and syncing the previous WAL): an
+    /// implementation that allocates space ahead of the writer may start on the first of it
+    /// now, in the background. It may grow the file before any append (until
+    /// [`finish`](Self::finish) gives the space back). Never fails: an allocation that fails
+    /// is reported by the append that needs it. Default: nothing.
+    fn expect_appends(&mut self) {}
     /// Makes every appended byte durable (fdatasync).
     fn sync(&mut self) -> io::Result<()>;
     /// Ends the file: gives back space allocated ahead of the writer, if any, and makes every

@@ -87,8 +87,7 @@ impl FileSystem for OsFs {
         {
             let file = super::mapped::create_file(path)?;
             if super::mapped::maps_safely(&file) {
-                let log = super::mapped::MappedLog::new(file).allocate_ahead_from_start();
-                return Ok(Box::new(log));
+                return Ok(Box::new(super::mapped::MappedLog::new(file)));
             }
             Ok(Box::new(OsWritable { file, len: 0 }))
         }
