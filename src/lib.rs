@@ -37,7 +37,7 @@
 
 #![deny(missing_docs)]
 // `deny`, not `forbid`: `fs::mapped` (the WAL's memory map) allows it, for the map, two
-// system calls and one store.
+// system calls and one store, and `filter::scalable` for one prefetch hint.
 #![deny(unsafe_code)]
 
 mod batch;

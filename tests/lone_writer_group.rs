@@ -77,8 +77,9 @@ fn writers_that_queue_behind_a_lone_leader_join_its_group() {
         std::thread::sleep(Duration::from_millis(5));
     }
     // Time for them to reach the queue (they need the state lock, which the rotation does
-    // not hold); none can be acknowledged before the leader's round is done.
-    std::thread::sleep(Duration::from_millis(300));
+    // not hold, and nothing else): a second, far more than a thread that has started needs.
+    // None can be acknowledged before the leader's round is done.
+    std::thread::sleep(Duration::from_secs(1));
     assert!(
         late.iter().all(|h| !h.is_finished()),
         "a queued write finished early"

@@ -267,6 +267,8 @@ impl Core {
         self.writable(&st)?;
         let kind = match kind {
             PendingKind::Write(batch, false) if !st.writes.leader_active => {
+                // No leader means no queue (only `round` clears the flag, and only then).
+                debug_assert!(st.writes.queue.is_empty());
                 st.writes.leader_active = true;
                 let mut group = take_spare_group();
                 group.push((batch, false, None));

@@ -5,8 +5,9 @@
 //! `posix_fallocate` (so the blocks exist and a full disk is an error from the append that
 //! asks for the window, never a `SIGBUS` from a store) and zeros written over them (so their
 //! pages are in the page cache before the writer touches them); a helper thread does this for
-//! the next window while the writer fills the current one (for a WAL, from its creation on:
-//! the first window is allocated while the write path syncs the previous WAL). The
+//! the next window while the writer fills the current one (for a WAL started by a memtable
+//! rotation, from its creation on: its first window is allocated while the rotation syncs the
+//! directory and the previous WAL). The
 //! writer maps only bytes whose allocation has finished. Each window is mapped `MAP_SHARED`:
 //! a copied byte is in the page cache at once, so it survives a process crash exactly as a
 //! returned `write(2)` does. `fdatasync` writes the pages dirtied through the map like any
@@ -24,7 +25,8 @@
 //! gets positioned `write(2)`s at the log's end instead, from the first refused window on,
 //! with a warning in the log; nothing else changes.
 //!
-//! This is the one module with `unsafe` code: mapping a file is `unsafe` in Rust because
+//! This module holds the crate's `unsafe` code but for one prefetch hint
+//! (`filter::scalable`): mapping a file is `unsafe` in Rust because
 //! another process could change or shorten it under the map. No other siltdb process writes
 //! or cuts a live WAL (a writer holds the database's directory lock; a read-only open only
 //! reads), and the map covers only bytes that this writer allocated and only it writes.
@@ -62,7 +64,8 @@ pub(crate) struct MappedLog {
     /// the rest of the file is written with positioned `write(2)`s at `len`.
     unmappable: bool,
     /// The helper that allocates the next window while this one is written; started at the
-    /// second window (a WAL that never outgrows its first needs none).
+    /// second window (a WAL that never outgrows its first needs none), or at once for a log
+    /// told to [expect appends](WritableFile::expect_appends).
     ahead: Option<Ahead>,
     /// A sync ran since the current window was mapped. The windows allocated at the next
     /// switch (the one mapped then if it was not allocated ahead, and the one asked of the
