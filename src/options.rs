@@ -215,7 +215,7 @@ impl Default for Options {
                 fuse_from_level: 1,
             },
             filter_memory_limit: None,
-            memtable_size: 24 << 20,
+            memtable_size: Options::DEFAULT_MEMTABLE_SIZE,
             max_immutable_memtables: 4,
             block_size: 4096,
             sync_writes: false,
@@ -267,6 +267,9 @@ impl fmt::Debug for Options {
 }
 
 impl Options {
+    /// The default [`memtable_size`](Self::memtable_size): 24 MiB.
+    pub const DEFAULT_MEMTABLE_SIZE: usize = 24 << 20;
+
     /// Every table gets a Bloom filter of `bits` bits per key (fractions honoured);
     /// `0.0` means no filters. Shorthand for
     /// `filter_policy(FilterPolicy::Uniform { bits_per_key: bits })`.
@@ -542,6 +545,7 @@ mod tests {
         let o = Options::default();
         o.validate().unwrap();
         assert_eq!(o.memtable_size, 24 << 20);
+        assert_eq!(Options::DEFAULT_MEMTABLE_SIZE, o.memtable_size);
         assert_eq!(o.block_size, 4096);
         assert!(!o.sync_writes);
         assert_eq!(o.filter_policy.nominal_bits_per_key(), 10.0);

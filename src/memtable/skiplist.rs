@@ -244,10 +244,11 @@ struct WriterState {
     next_tower: u32,
     /// xorshift state for node heights.
     rng: u64,
-    /// If the last insert appended its node at the end of the list: that node and where a
-    /// search for a key after it would stop on every level. An ascending load (a sequential
-    /// fill) then inserts with one comparison instead of a search (RocksDB's insert hint).
-    tail: Option<(u32, Preds)>,
+    /// If the last insert appended its node at the end of the list: where a search for a key
+    /// after it would stop on every level (its `bottom` is that node). An ascending load (a
+    /// sequential fill) then inserts with one comparison instead of a search (RocksDB's
+    /// insert hint).
+    tail: Option<Preds>,
 }
 
 /// A sorted map from internal key to value, one writer, lock-free readers.
@@ -571,7 +572,12 @@ impl SkipList {
                 .store(TOWER_FLAG | u64::from(t), AtomicOrdering::Relaxed);
         }
         let preds = match w.tail.take() {
-            Some((last, preds)) if key > self.entry(last).0 => preds,
+            Some(
+                preds @ Preds {
+                    bottom: Pos::Node(last),
+                    ..
+                },
+            ) if key > self.entry(last).0 => preds,
             _ => self.search(&key, false),
         };
         let _ = entry.set((key, value));
@@ -608,7 +614,7 @@ impl SkipList {
                     *p = Pos::Tower(t);
                 }
             }
-            w.tail = Some((index, next));
+            w.tail = Some(next);
         }
         self.len.fetch_add(1, AtomicOrdering::Release);
         true

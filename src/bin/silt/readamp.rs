@@ -417,7 +417,7 @@ fn run_setting(
     if args.l0_tables > 0 {
         let value3 = vec![b'l'; args.value_size];
         // Half a memtable per table, so that each batch is one flush.
-        let memtable = args.memtable_size.unwrap_or(24 << 20) as u64;
+        let memtable = args.memtable_size.unwrap_or(Options::DEFAULT_MEMTABLE_SIZE) as u64;
         let per_entry = 16 + args.value_size as u64 + 64 + 8;
         for t in 0..args.l0_tables {
             let n = (memtable / per_entry / 2).max(1);
