@@ -5,13 +5,11 @@
 
 mod common;
 
-use common::hooked_fs::HookedFs;
-use parking_lot::Mutex;
-use siltdb::fs::{FileSystem, MemFs};
+use common::hooked_fs::{hold_dir_sync_of, HeldDirSync};
+use siltdb::fs::FileSystem;
 use siltdb::Db;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,27 +18,14 @@ const LATE: usize = 3;
 
 #[test]
 fn writers_that_queue_behind_a_lone_leader_join_its_group() {
-    let armed = Arc::new(AtomicBool::new(false));
-    let (entered_tx, entered_rx) = mpsc::channel::<()>();
-    let (release_tx, release_rx) = mpsc::channel::<()>();
-    let entered_tx = Mutex::new(entered_tx);
-    let release_rx = Mutex::new(release_rx);
-    let hook_armed = armed.clone();
-    let fs = HookedFs {
-        inner: MemFs::new(),
-        on_open: None,
-        on_remove: None,
-        // Holds the writer thread's first directory fsync once armed (a rotation's, which
-        // the lone writer's own round runs before it takes its group), until released.
-        on_sync_dir: Some(Arc::new(move |_: &Path| {
-            let writer = std::thread::current().name() == Some("writer");
-            if writer && hook_armed.swap(false, Ordering::SeqCst) {
-                entered_tx.lock().send(()).unwrap();
-                let _ = release_rx.lock().recv_timeout(Duration::from_secs(20));
-            }
-        })),
-        on_sync: None,
-    };
+    // Holds the writer thread's first directory fsync once armed (a rotation's, which the
+    // lone writer's own round runs before it takes its group), until released.
+    let HeldDirSync {
+        fs,
+        armed,
+        entered: entered_rx,
+        release: release_tx,
+    } = hold_dir_sync_of("writer");
     let opts = common::small_options()
         .memtable_size(64 << 10)
         .auto_compaction(false)

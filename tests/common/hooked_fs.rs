@@ -105,3 +105,45 @@ impl WritableFile for HookedWrite {
         self.inner.len()
     }
 }
+
+/// A [`HookedFs`] over a new `MemFs` that, once `armed` is set, holds the first directory
+/// fsync made by the thread named `thread` (a memtable rotation's, for a writer thread):
+/// it sends on `entered`'s channel, then waits for a message on `release` (or 20 s).
+pub struct HeldDirSync {
+    pub fs: HookedFs,
+    pub armed: Arc<std::sync::atomic::AtomicBool>,
+    pub entered: std::sync::mpsc::Receiver<()>,
+    pub release: std::sync::mpsc::Sender<()>,
+}
+
+pub fn hold_dir_sync_of(thread: &'static str) -> HeldDirSync {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{mpsc, Mutex};
+    let armed = Arc::new(AtomicBool::new(false));
+    let (entered_tx, entered) = mpsc::channel::<()>();
+    let (release, release_rx) = mpsc::channel::<()>();
+    let (entered_tx, release_rx) = (Mutex::new(entered_tx), Mutex::new(release_rx));
+    let hook_armed = armed.clone();
+    let fs = HookedFs {
+        inner: siltdb::fs::MemFs::new(),
+        on_open: None,
+        on_remove: None,
+        on_sync_dir: Some(Arc::new(move |_: &Path| {
+            let mine = std::thread::current().name() == Some(thread);
+            if mine && hook_armed.swap(false, Ordering::SeqCst) {
+                entered_tx.lock().unwrap().send(()).unwrap();
+                let _ = release_rx
+                    .lock()
+                    .unwrap()
+                    .recv_timeout(std::time::Duration::from_secs(20));
+            }
+        })),
+        on_sync: None,
+    };
+    HeldDirSync {
+        fs,
+        armed,
+        entered,
+        release,
+    }
+}
