@@ -54,6 +54,8 @@ fn readers_see_monotonic_acknowledged_values() {
     for r in readers {
         assert!(r.join().unwrap() > 0);
     }
+    // Flushes and compactions run in the background: let them finish before counting.
+    db.wait_for_compactions().unwrap();
     let s = db.stats();
     assert!(s.flushes > 10 && s.compactions > 0, "{s:?}");
     siltdb::inspect::check_invariants(&db).unwrap();
