@@ -357,7 +357,10 @@ impl Db {
 
     /// Waits until no sealed memtable waits for flush and no level is over its compaction
     /// target (with `auto_compaction` on), so that the tree has settled: for benchmarks and
-    /// tests that want a stable shape.
+    /// tests that want a stable shape. On return every memtable sealed before the call is in
+    /// an L0 table (or below), counted in [`Stats::flushes`], and its WAL is deleted; the files
+    /// compactions made obsolete are deleted too, unless an iterator or snapshot still reads
+    /// them.
     ///
     /// Errors: [`Error::Closed`]; the poison error if background work stopped writes.
     pub fn wait_for_compactions(&self) -> Result<()> {

@@ -30,15 +30,7 @@ fn levels_follow_their_targets_and_tables_are_split() {
     }
     db.flush().unwrap();
     // Let background compaction finish.
-    for _ in 0..200 {
-        let levels = db.levels();
-        let over = levels[0].tables >= 4
-            || (1..6).any(|l| levels[l].bytes > (64u64 << 10) * 10u64.pow(l as u32 - 1));
-        if !over {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    db.wait_for_compactions().unwrap();
     let levels = db.levels();
     assert!(levels[0].tables < 4, "{levels:?}");
     for l in 1..6 {
@@ -72,7 +64,7 @@ fn sequential_keys_move_down_without_rewriting() {
         db.insert(format!("{i:08}"), [1u8; 20]).unwrap();
     }
     db.flush().unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    db.wait_for_compactions().unwrap();
     let s = db.stats();
     assert!(s.trivial_moves > 0, "{s:?}");
     siltdb::inspect::check_invariants(&db).unwrap();

@@ -173,9 +173,17 @@ fn batches_too_large_for_one_group_are_led_by_whoever_completes_the_group() {
 fn closing_while_synced_groups_gather_answers_every_writer() {
     let mem = MemFs::new();
     let db = Arc::new(open(slow_sync(&mem, 3)));
+    let before = db.stats().write_groups;
     let seen = run_writers(&db, u64::MAX, || {
-        // Let groups form and gather, then close under them.
-        std::thread::sleep(Duration::from_millis(60));
+        // Let groups form and gather, then close under them. More than THREADS groups
+        // started (they run one at a time, and each is counted as it starts) means at least
+        // THREADS committed, so at least THREADS writes acknowledged, however slowly the
+        // writers start.
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while db.stats().write_groups - before <= THREADS && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(20));
         db.close().unwrap();
     });
     for w in &seen {

@@ -7,8 +7,9 @@ mod common;
 use siltdb::fs::{CrashImageOptions, FileSystem, MemFs};
 use siltdb::{Db, WriteOptions};
 use std::path::Path;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 const WRITERS: usize = 4;
 const PER_WRITER: i64 = 400;
@@ -24,11 +25,20 @@ fn power_loss_images_during_concurrent_rotations_are_prefixes() {
     // 4 KiB memtables: a rotation every ~30 writes, under four concurrent writers.
     let db = Arc::new(Db::open_with(dir, common::mem_options(&fs)).unwrap());
     let synced: Arc<Vec<AtomicI64>> = Arc::new((0..WRITERS).map(|_| AtomicI64::new(-1)).collect());
+    // Images taken so far: each writer waits halfway for three, so that a fast machine, which
+    // does all the writes in a few milliseconds, still has images from the middle of the run.
+    let taken = Arc::new(AtomicUsize::new(0));
     let mut writers = Vec::new();
     for t in 0..WRITERS {
-        let (db, synced) = (db.clone(), synced.clone());
+        let (db, synced, taken) = (db.clone(), synced.clone(), taken.clone());
         writers.push(std::thread::spawn(move || {
             for i in 0..PER_WRITER {
+                if i == PER_WRITER / 2 {
+                    let deadline = Instant::now() + Duration::from_secs(20);
+                    while taken.load(Ordering::SeqCst) < 3 && Instant::now() < deadline {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
                 // Writer 0 syncs every 10th write, writer 1 every 25th; the others never do.
                 let sync = (t == 0 && i % 10 == 9) || (t == 1 && i % 25 == 24);
                 db.insert_with(key(t, i), format!("v{i}"), WriteOptions::new().sync(sync))
@@ -44,7 +54,8 @@ fn power_loss_images_during_concurrent_rotations_are_prefixes() {
         // What was acknowledged as synced before the image is taken must be in it.
         let floor: Vec<i64> = synced.iter().map(|s| s.load(Ordering::SeqCst)).collect();
         images.push((floor, fs.crash_image(CrashImageOptions::POWER_LOSS)));
-        std::thread::sleep(std::time::Duration::from_millis(2));
+        taken.store(images.len(), Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(2));
     }
     for w in writers {
         w.join().unwrap();

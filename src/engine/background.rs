@@ -146,7 +146,7 @@ impl Core {
                 let next_wal = st.tree.imms.get(1).unwrap_or(&st.tree.mem).wal_number();
                 (imm, next_wal, st.tree.version.clone())
             };
-            match self.flush_one(&imm, next_wal, &version) {
+            match self.flush_one(&imm, next_wal, version) {
                 Ok(()) => failures = 0,
                 Err(Error::Closed) => return,
                 Err(e) => {
@@ -176,10 +176,15 @@ impl Core {
         }
     }
 
-    fn flush_one(&self, imm: &Arc<Memtable>, next_wal: u64, version: &Version) -> Result<()> {
+    /// Takes `version` by value to drop it once the table is written: a version the flush
+    /// thread still held after `Db::flush` returned would keep the tables a later compaction
+    /// makes obsolete on disk past `wait_for_compactions`.
+    fn flush_one(&self, imm: &Arc<Memtable>, next_wal: u64, version: Arc<Version>) -> Result<()> {
         let numbers = self.file_numbers.clone();
         let ctx = self.job_context(&numbers);
-        let out = compaction::flush_memtable(&ctx, imm, version, self.read.smallest_snapshot())?;
+        let out = compaction::flush_memtable(&ctx, imm, &version, self.read.smallest_snapshot());
+        drop(version);
+        let out = out?;
         let JobOutput {
             mut edit,
             opened,
@@ -359,7 +364,10 @@ impl Core {
             if st.life.shutting_down || st.life.closed {
                 return Err(Error::Closed);
             }
+            // `flushed < sealed`: a flush takes its memtable off the queue when it installs
+            // its table, and counts itself and removes its WAL a moment later.
             let pending = !st.tree.imms.is_empty()
+                || st.tree.flushed < st.tree.sealed
                 || st.bg.compaction_running
                 || (self.opts.auto_compaction
                     && st.life.poisoned.is_none()
