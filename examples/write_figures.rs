@@ -45,10 +45,11 @@ fn key(i: u64, sequential: bool) -> [u8; 16] {
 /// Figures only this build's `Stats` has (the baseline copy of this file returns "").
 fn extra_stats(s: &Stats) -> String {
     format!(
-        " stall_s={:.2} write_groups={} wal_syncs={}",
+        " stall_s={:.2} write_groups={} wal_syncs={} wal_sync_mean_us={:.0}",
         s.write_stall_micros as f64 / 1e6,
         s.write_groups,
-        s.wal_syncs
+        s.wal_syncs,
+        s.wal_sync_micros as f64 / s.wal_syncs.max(1) as f64
     )
 }
 

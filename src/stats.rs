@@ -77,6 +77,9 @@ pub struct Stats {
     /// Fsyncs of the WAL done for writes that asked for one (one per group, however many of
     /// its writes asked) and for [`Db::sync`](crate::Db::sync).
     pub wal_syncs: u64,
+    /// Microseconds spent in the fsyncs [`wal_syncs`](Self::wal_syncs) counts (summed; the
+    /// fsyncs never overlap, so `wal_sync_micros / wal_syncs` is the mean fsync time).
+    pub wal_sync_micros: u64,
     /// Torn WAL tails cut off when the database was opened.
     pub wal_torn_tails: u64,
     /// Bytes of those torn tails.
@@ -329,6 +332,7 @@ pub(crate) struct Counters {
     pub(crate) write_stall_micros: AtomicU64,
     pub(crate) write_groups: AtomicU64,
     pub(crate) wal_syncs: AtomicU64,
+    pub(crate) wal_sync_micros: AtomicU64,
     pub(crate) wal_torn_tails: AtomicU64,
     pub(crate) wal_torn_bytes: AtomicU64,
 }
@@ -404,6 +408,7 @@ impl Counters {
             write_stall_micros: l(&self.write_stall_micros),
             write_groups: l(&self.write_groups),
             wal_syncs: l(&self.wal_syncs),
+            wal_sync_micros: l(&self.wal_sync_micros),
             wal_torn_tails: l(&self.wal_torn_tails),
             wal_torn_bytes: l(&self.wal_torn_bytes),
             broken_tables: 0,

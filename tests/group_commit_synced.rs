@@ -74,6 +74,17 @@ fn eight_synced_writers_share_fsyncs_and_a_lone_writer_pays_one_each() {
     let after = db.stats();
     assert_eq!(after.write_groups - before.write_groups, 20);
     assert_eq!(after.wal_syncs - before.wal_syncs, 20);
+    // Each of those fsyncs slept 4 ms, and their time is counted.
+    assert!(
+        after.wal_sync_micros - before.wal_sync_micros >= 20 * 4_000,
+        "{} us in 20 fsyncs",
+        after.wal_sync_micros - before.wal_sync_micros
+    );
+    // `Db::sync`'s fsync is counted the same way.
+    db.sync().unwrap();
+    let synced = db.stats();
+    assert_eq!(synced.wal_syncs - after.wal_syncs, 1);
+    assert!(synced.wal_sync_micros - after.wal_sync_micros >= 4_000);
 
     // Every acknowledged write survives a power loss.
     let image = mem.crash_image(CrashImageOptions::POWER_LOSS);

@@ -557,10 +557,11 @@ impl Core {
         // One fsync covers every write of the group, and every write before it.
         let mut took = None;
         if group.iter().any(|g| g.1) {
-            let started = std::time::Instant::now();
+            let started = Instant::now();
             w.sync()?;
-            took = Some(started.elapsed());
-            Counters::add(&self.counters.wal_syncs, 1);
+            let elapsed = started.elapsed();
+            took = Some(elapsed);
+            self.count_wal_sync(elapsed);
         }
         drop(wal);
         // The memtable entries are slices of each batch's encoding, moved into (or, when
@@ -709,16 +710,27 @@ impl Core {
         Ok(())
     }
 
+    /// Counts one WAL fsync that took `took`.
+    fn count_wal_sync(&self, took: Duration) {
+        Counters::add(&self.counters.wal_syncs, 1);
+        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        Counters::add(&self.counters.wal_sync_micros, micros);
+    }
+
     /// Fsyncs the WAL; a failure stops writes.
     pub(crate) fn sync_wal(&self) -> Result<()> {
         self.check_writable()?;
         let res = match self.wal.lock().as_mut() {
-            Some(w) => w.sync(),
+            Some(w) => {
+                let started = Instant::now();
+                w.sync().map(|()| started.elapsed())
+            }
             None => Err(Error::Closed),
         };
-        if res.is_ok() {
-            Counters::add(&self.counters.wal_syncs, 1);
+        if let Ok(took) = res {
+            self.count_wal_sync(took);
         }
+        let res = res.map(|_| ());
         if let Err(e) = &res {
             let mut st = self.state.lock();
             self.poison(&mut st, e);
