@@ -233,6 +233,12 @@ fn main() {
         "sync" => threaded_writers(dir, n, threads, true),
         "unsynced" => threaded_writers(dir, n, threads, false),
         "recover" => recover(dir, n),
-        other => panic!("unknown mode {other}"),
+        other => {
+            eprintln!(
+                "unknown mode {other:?}; usage: write_figures \
+                 fillrandom|fillseq|sync|unsynced|recover [DIR] [KEYS] [THREADS]"
+            );
+            std::process::exit(2);
+        }
     }
 }
