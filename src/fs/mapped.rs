@@ -7,7 +7,9 @@
 //! pages are in the page cache before the writer touches them); a helper thread does this for
 //! the next window while the writer fills the current one (for a WAL started by a memtable
 //! rotation, from its creation on: its first window is allocated while the rotation syncs the
-//! directory and the previous WAL). The
+//! directory and the previous WAL); for a log that is not being synced, the same helper starts
+//! the writeback of the pages finished so far (`sync_file_range`, without waiting), so that
+//! the fsync that seals the log finds about one window left to write. The
 //! writer maps only bytes whose allocation has finished. Each window is mapped `MAP_SHARED`:
 //! a copied byte is in the page cache at once, so it survives a process crash exactly as a
 //! returned `write(2)` does. `fdatasync` writes the pages dirtied through the map like any
@@ -82,6 +84,9 @@ pub(crate) struct MappedLog {
     /// Asking when the first window is mapped would grow a WAL that holds a few records to
     /// 2 MiB behind its writer's back.
     ahead_at: Option<(u64, bool)>,
+    /// Bytes from the start whose writeback the helper was asked to start (see
+    /// `request_ahead`).
+    written_back: u64,
     /// Test switch: every map fails as on such a file system.
     #[cfg(test)]
     refuse_maps: bool,
@@ -90,11 +95,21 @@ pub(crate) struct MappedLog {
     fail_ahead: bool,
 }
 
+/// What the helper is asked to do: allocate `[offset, offset + len)` (zeroed if `zero`), after
+/// starting the writeback of `writeback`'s range of written bytes, if any.
+#[derive(Debug, Clone, Copy)]
+struct Job {
+    offset: u64,
+    len: u64,
+    zero: bool,
+    writeback: Option<(u64, u64)>,
+}
+
 /// A thread that allocates windows ahead of the writer: one job at a time, each the range
 /// `[offset, offset + len)`, answered with the new allocated end.
 #[derive(Debug)]
 struct Ahead {
-    jobs: Option<mpsc::Sender<(u64, u64, bool)>>,
+    jobs: Option<mpsc::Sender<Job>>,
     answers: mpsc::Receiver<io::Result<u64>>,
     helper: Option<JoinHandle<()>>,
     /// A job was sent and its answer not taken yet.
@@ -104,12 +119,18 @@ struct Ahead {
 impl Ahead {
     fn start(file: &File) -> io::Result<Ahead> {
         let file = file.try_clone()?;
-        let (jobs, todo) = mpsc::channel::<(u64, u64, bool)>();
+        let (jobs, todo) = mpsc::channel::<Job>();
         let (done, answers) = mpsc::channel();
         let helper = std::thread::Builder::new()
             .name("siltdb-wal-ahead".into())
             .spawn(move || {
-                for (offset, len, zero) in todo {
+                for job in todo {
+                    if let Some((from, to)) = job.writeback {
+                        start_writeback(&file, from, to);
+                    }
+                    let Job {
+                        offset, len, zero, ..
+                    } = job;
                     let res = allocate(&file, offset, len, zero).map(|()| offset + len);
                     if done.send(res).is_err() {
                         break;
@@ -124,12 +145,9 @@ impl Ahead {
         })
     }
 
-    /// Asks for `[offset, offset + len)`, zeroed if `zero`; false if the helper is gone.
-    fn request(&mut self, offset: u64, len: u64, zero: bool) -> bool {
-        let sent = self
-            .jobs
-            .as_ref()
-            .is_some_and(|j| j.send((offset, len, zero)).is_ok());
+    /// Asks for `job`; false if the helper is gone.
+    fn request(&mut self, job: Job) -> bool {
+        let sent = self.jobs.as_ref().is_some_and(|j| j.send(job).is_ok());
         self.pending = sent;
         sent
     }
@@ -181,6 +199,7 @@ impl MappedLog {
             ahead: None,
             synced_in_window: false,
             ahead_at: None,
+            written_back: 0,
             #[cfg(test)]
             refuse_maps: false,
             #[cfg(test)]
@@ -306,11 +325,48 @@ impl MappedLog {
             };
             #[cfg(not(test))]
             let len = WINDOW;
-            if !a.request(self.allocated, len, zero) {
+            // An unsynced log's finished pages (all but the one being filled) start on their
+            // way to the disk now, a window at a time, so that the fsync that seals the log
+            // (a memtable rotation, on the writer's path) has about one window left to write
+            // instead of the whole log (RocksDB's `wal_bytes_per_sync`). A synced log's
+            // fsyncs write its pages anyway. This changes only when pages reach the disk, not
+            // what a sync guarantees: a power loss may keep any unsynced page.
+            let done = self.len / PAGE * PAGE;
+            let writeback = (zero && done > self.written_back).then_some((self.written_back, done));
+            if writeback.is_some() {
+                self.written_back = done;
+            }
+            let job = Job {
+                offset: self.allocated,
+                len,
+                zero,
+                writeback,
+            };
+            if !a.request(job) {
                 self.ahead = None;
             }
         }
     }
+}
+
+/// Bytes of a page, the unit of writeback.
+const PAGE: u64 = 4096;
+
+/// Starts writing `[from, to)` of `file` to the disk without waiting for it
+/// (`sync_file_range(SYNC_FILE_RANGE_WRITE)`), best effort: a failure only leaves the pages
+/// for the next fsync, which reports any error itself.
+fn start_writeback(file: &File, from: u64, to: u64) {
+    let (Ok(offset), Ok(len)) = (
+        libc::off64_t::try_from(from),
+        libc::off64_t::try_from(to - from),
+    ) else {
+        return;
+    };
+    // SAFETY: a plain system call on a descriptor this thread owns; no memory is passed.
+    #[allow(unsafe_code)]
+    let _ = unsafe {
+        libc::sync_file_range(file.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE)
+    };
 }
 
 /// Allocates `[offset, offset + len)` of `file`, growing it, and if `zero` writes zeros over
@@ -490,6 +546,45 @@ mod tests {
         w.append(b"more").unwrap();
         drop(w);
         want.extend_from_slice(b"more");
+        assert_eq!(std::fs::read(&p).unwrap(), want);
+    }
+
+    #[test]
+    fn an_unsynced_log_starts_the_writeback_of_its_finished_pages_a_window_at_a_time() {
+        let (_dir, p, mut w) = fresh("log");
+        let rec = vec![7u8; 1000];
+        let mut want = Vec::new();
+        let mut asked = Vec::new();
+        // Three and a half windows of 1,000-byte records.
+        while want.len() < 3 * WINDOW as usize + WINDOW as usize / 2 {
+            w.append_framed(&rec, 16).unwrap();
+            want.extend_from_slice(&rec);
+            if asked.last() != Some(&w.written_back) {
+                asked.push(w.written_back);
+            }
+        }
+        // Each window switch after the first asks for the pages finished by then (whole pages
+        // only: the one being filled is not touched), each range following the last.
+        assert_eq!(asked.len(), 4, "{asked:?}"); // 0, then three switches
+        for pair in asked.windows(2) {
+            assert!(pair[1] > pair[0], "{asked:?}");
+            assert_eq!(pair[1] % PAGE, 0);
+        }
+        assert!(*asked.last().unwrap() <= 3 * WINDOW);
+        assert!(*asked.last().unwrap() > 2 * WINDOW);
+        w.finish().unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), want);
+
+        // A synced log is written by its fsyncs: no writeback is asked for.
+        let (_dir, p, mut w) = fresh("synced");
+        let mut want = Vec::new();
+        while want.len() < 3 * WINDOW as usize {
+            w.append_framed(&rec, 16).unwrap();
+            w.sync().unwrap();
+            want.extend_from_slice(&rec);
+        }
+        assert_eq!(w.written_back, 0);
+        w.finish().unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), want);
     }
 
