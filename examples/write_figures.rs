@@ -18,7 +18,9 @@
 //! groups under contention; the time stops when the last write returns). `recover`: a child
 //! process writes N MiB into one unflushed WAL (memtable larger than that) and exits without
 //! closing; the parent then opens the database with the default memtable and prints the time
-//! to open and its peak RSS.
+//! to open and its peak RSS. With `WF_TAIL=1` in the environment, `fillrandom`/`fillseq` also
+//! print (to stderr) how many inserts took longer than 1 us ... 1 ms and what share of all
+//! the inserts' time they took: where the mean insert time goes beyond the median.
 use siltdb::{Db, Options, Stats};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -110,6 +112,18 @@ fn fill(dir: &Path, n: u64, sequential: bool) {
     let quiet = start.elapsed();
     let s = db.stats();
     lat.sort_unstable();
+    if std::env::var("WF_TAIL").is_ok() {
+        let total: f64 = lat.iter().map(|&x| x as f64).sum();
+        for cut in [1_000u32, 2_000, 5_000, 20_000, 100_000, 1_000_000] {
+            let above: f64 = lat.iter().filter(|&&x| x > cut).map(|&x| x as f64).sum();
+            let cnt = lat.iter().filter(|&&x| x > cut).count();
+            eprintln!(
+                "inserts over {} us: {cnt}, {:.1}% of the insert time",
+                cut / 1000,
+                above / total * 100.0
+            );
+        }
+    }
     let levels: Vec<String> = db
         .levels()
         .iter()

@@ -95,8 +95,8 @@ pub(crate) struct MappedLog {
     fail_ahead: bool,
 }
 
-/// What the helper is asked to do: allocate `[offset, offset + len)` (zeroed if `zero`), after
-/// starting the writeback of `writeback`'s range of written bytes, if any.
+/// What the helper is asked to do: allocate `[offset, offset + len)` (zeroed if `zero`), then,
+/// once it has answered, start the writeback of `writeback`'s range of written bytes, if any.
 #[derive(Debug, Clone, Copy)]
 struct Job {
     offset: u64,
@@ -125,15 +125,21 @@ impl Ahead {
             .name("siltdb-wal-ahead".into())
             .spawn(move || {
                 for job in todo {
-                    if let Some((from, to)) = job.writeback {
-                        start_writeback(&file, from, to);
-                    }
                     let Job {
-                        offset, len, zero, ..
+                        offset,
+                        len,
+                        zero,
+                        writeback,
                     } = job;
                     let res = allocate(&file, offset, len, zero).map(|()| offset + len);
                     if done.send(res).is_err() {
                         break;
+                    }
+                    // After the answer: the call may wait for the device's queue, and the
+                    // writer, which may be waiting for the window, need not wait for it too.
+                    // (It writes no byte: a cut of the file meanwhile is harmless.)
+                    if let Some((from, to)) = writeback {
+                        start_writeback(&file, from, to);
                     }
                 }
             })?;
