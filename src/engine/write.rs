@@ -723,14 +723,10 @@ impl Core {
         let res = match self.wal.lock().as_mut() {
             Some(w) => {
                 let started = Instant::now();
-                w.sync().map(|()| started.elapsed())
+                w.sync().map(|()| self.count_wal_sync(started.elapsed()))
             }
             None => Err(Error::Closed),
         };
-        if let Ok(took) = res {
-            self.count_wal_sync(took);
-        }
-        let res = res.map(|_| ());
         if let Err(e) = &res {
             let mut st = self.state.lock();
             self.poison(&mut st, e);
