@@ -132,7 +132,7 @@ impl Core {
     fn flush_loop(self: Arc<Self>) {
         let mut failures = 0u32;
         loop {
-            let (imm, next_wal, version) = {
+            let (imm, active, next_wal, version) = {
                 let mut st = self.state.lock();
                 while !st.life.shutting_down && st.tree.imms.is_empty() {
                     self.bg_cv.wait(&mut st);
@@ -144,8 +144,13 @@ impl Core {
                     continue;
                 };
                 let next_wal = st.tree.imms.get(1).unwrap_or(&st.tree.mem).wal_number();
-                (imm, next_wal, st.tree.version.clone())
+                (imm, st.tree.mem.clone(), next_wal, st.tree.version.clone())
             };
+            // The memtable being written now will likely fill like the one it replaced: its
+            // index arrays and chunks are made here, on this thread, rather than by the
+            // writer that reaches them.
+            active.grow_ahead(&imm);
+            drop(active);
             match self.flush_one(&imm, next_wal, version) {
                 Ok(()) => failures = 0,
                 Err(Error::Closed) => return,

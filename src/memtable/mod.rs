@@ -65,6 +65,12 @@ pub(crate) struct Memtable {
     has_range_dels: AtomicBool,
     /// The chunk the write path copies batch encodings into ([`Memtable::hold`]).
     arena: Mutex<BytesMut>,
+    /// Bytes copied into chunks so far.
+    held: AtomicUsize,
+    /// Chunks made ahead of the writer ([`Memtable::grow_ahead`]), taken before new ones.
+    spare_chunks: Mutex<Vec<BytesMut>>,
+    /// Set by the first [`Memtable::grow_ahead`]: it runs once a memtable.
+    grown: AtomicBool,
 }
 
 /// A memtable's range tombstones: fragments built so far, and the tombstones written since
@@ -178,6 +184,9 @@ impl Memtable {
             range_writer: Mutex::new(()),
             has_range_dels: AtomicBool::new(false),
             arena: Mutex::new(BytesMut::new()),
+            held: AtomicUsize::new(0),
+            spare_chunks: Mutex::new(Vec::new()),
+            grown: AtomicBool::new(false),
         }
     }
 
@@ -194,7 +203,37 @@ impl Memtable {
         if encoded.len() > ARENA_CHUNK / 4 {
             return Bytes::from(encoded);
         }
-        crate::chunk::copy_into(&mut self.arena.lock(), ARENA_CHUNK, &encoded)
+        let mut chunk = self.arena.lock();
+        if chunk.capacity() - chunk.len() < encoded.len() {
+            if let Some(spare) = self.spare_chunks.lock().pop() {
+                *chunk = spare;
+            }
+        }
+        self.held.fetch_add(encoded.len(), Ordering::Relaxed);
+        crate::chunk::copy_into(&mut chunk, ARENA_CHUNK, &encoded)
+    }
+
+    /// Prepares this memtable, off the write path, for as much as `like` holds: the index
+    /// arrays for as many entries (see [`SkipList::grow_ahead`]) and as many 64 KiB chunks
+    /// for batch encodings as `like`'s filled, each written once so that its pages are
+    /// there. The flush thread calls it for the memtable being written with the one sealed
+    /// before it, which a steady load fills alike: the writer then neither stops for the
+    /// multi-megabyte arrays a full index needs nor faults in the chunks' pages. Runs once a
+    /// memtable (later calls return at once). Memory: at most what `like` used, made early.
+    pub(crate) fn grow_ahead(&self, like: &Memtable) {
+        if self.grown.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.map.grow_ahead(like.len());
+        let chunks = like.held.load(Ordering::Relaxed) / ARENA_CHUNK;
+        let mut made = Vec::with_capacity(chunks);
+        for _ in 0..chunks {
+            let mut chunk = BytesMut::with_capacity(ARENA_CHUNK);
+            chunk.resize(ARENA_CHUNK, 0);
+            chunk.clear();
+            made.push(chunk);
+        }
+        self.spare_chunks.lock().append(&mut made);
     }
 
     /// Number of the WAL whose records this memtable holds.
@@ -392,6 +431,52 @@ mod tests {
         // The chunks outlive the memtable for as long as entries are held.
         drop(m);
         assert_eq!(held[1999][..], want(1999)[..]);
+    }
+
+    #[test]
+    fn grown_ahead_a_memtable_holds_encodings_in_the_chunks_made_for_it_once() {
+        let like = Memtable::new(1);
+        for i in 0..3000u64 {
+            let key = Bytes::from(i.to_be_bytes().to_vec());
+            like.insert(key, i + 1, ValueKind::Put, like.hold(vec![i as u8; 100]))
+                .unwrap();
+        }
+        let m = Memtable::new(2);
+        m.grow_ahead(&like);
+        let made = 3000 * 100 / ARENA_CHUNK;
+        assert_eq!(m.spare_chunks.lock().len(), made);
+        assert!(m.map.allocated_bytes() >= 3000 * (16 + 88));
+        // Runs once.
+        m.grow_ahead(&like);
+        assert_eq!(m.spare_chunks.lock().len(), made);
+        let spare_at: Vec<usize> = m
+            .spare_chunks
+            .lock()
+            .iter()
+            .map(|c| c.as_ptr() as usize)
+            .collect();
+        let held: Vec<Bytes> = (0..3000)
+            .map(|i| m.hold(vec![(i % 251) as u8; 100]))
+            .collect();
+        for (i, h) in held.iter().enumerate() {
+            assert_eq!(h[..], vec![(i % 251) as u8; 100][..], "encoding {i}");
+        }
+        // Every chunk made ahead was used, before any new one.
+        assert!(m.spare_chunks.lock().is_empty());
+        let starts: Vec<usize> = std::iter::once(held[0].as_ptr() as usize)
+            .chain(
+                held.windows(2)
+                    .filter(|w| w[0].as_ptr() as usize + w[0].len() != w[1].as_ptr() as usize)
+                    .map(|w| w[1].as_ptr() as usize),
+            )
+            .collect();
+        assert!(starts.len() > made, "{} chunks started", starts.len());
+        for at in &starts[..made] {
+            assert!(
+                spare_at.contains(at),
+                "a chunk not made ahead was used first"
+            );
+        }
     }
 
     #[test]

@@ -197,6 +197,19 @@ impl<T: Default, const CAPPED: bool> Slots<T, CAPPED> {
             .get(off)
     }
 
+    /// Creates, if they are not yet, every array up to the one holding slot `last` (or up to
+    /// the last array, past [`CAPACITY`]).
+    fn grow_to(&self, last: u32) {
+        let mut i = 0;
+        while self.get_or_grow(i).is_some() {
+            let next = Self::next_array_start(i);
+            if next > last || next <= i {
+                return;
+            }
+            i = next;
+        }
+    }
+
     /// True if slots `from ..= from + span - 1` lie in one array.
     fn one_array(from: u32, span: u32) -> bool {
         from.checked_add(span - 1).is_some_and(|last| {
@@ -369,6 +382,27 @@ impl SkipList {
     /// room for a write group more.
     pub(crate) fn is_full(&self) -> bool {
         self.len() >= NEARLY_FULL
+    }
+
+    /// Allocates and initialises, where that is not done yet, the node, entry and tower
+    /// arrays that the first `entries` inserts need (at most those of a [full](Self::is_full)
+    /// list), so that those inserts find them ready instead of filling megabytes of fresh
+    /// memory themselves. Any thread may call it while the writer inserts: each array is
+    /// created once, by whichever asks first, and an insert that needs an array being created
+    /// here waits for it. Arrays the list never reaches stay allocated until it is dropped.
+    pub(crate) fn grow_ahead(&self, entries: usize) {
+        let Some(last) = u32::try_from(entries.min(NEARLY_FULL))
+            .ok()
+            .and_then(|n| n.checked_sub(1))
+        else {
+            return;
+        };
+        self.nodes.grow_to(last);
+        self.entries.grow_to(last);
+        // A node has a tower of `h + 2` slots with probability 3/4 * (1/4)^(h-1) for h >= 2:
+        // 13/12 slots a node on average; towers skip to the next array at a boundary.
+        self.towers
+            .grow_to(last.saturating_add(last / 8).saturating_add(64));
     }
 
     /// Bytes of the node and tower arrays allocated so far (not the keys and values).
@@ -904,6 +938,50 @@ mod tests {
             r.join().unwrap();
         }
         assert_eq!(collect(&list).len(), 30_000);
+    }
+
+    #[test]
+    fn grown_ahead_the_inserts_it_was_asked_for_allocate_nothing_more() {
+        let list = SkipList::new();
+        list.grow_ahead(50_000);
+        let grown = list.allocated_bytes();
+        // Nodes and entries for 50,000 slots at least, not yet those of a full list.
+        assert!(grown >= 50_000 * (16 + 88), "{grown} bytes");
+        assert!(grown < 4 * 50_000 * (16 + 88 + 8), "{grown} bytes");
+        for seq in 1..=50_000u64 {
+            let user = (seq.wrapping_mul(0x9e37_79b9_7f4a_7c15)).to_be_bytes();
+            assert!(list.insert(ikey(&user, seq), Bytes::new()));
+        }
+        assert_eq!(list.allocated_bytes(), grown);
+        // Growing again is a no-op; growing for nothing allocates nothing.
+        list.grow_ahead(50_000);
+        assert_eq!(list.allocated_bytes(), grown);
+        let empty = SkipList::new();
+        empty.grow_ahead(0);
+        assert_eq!(empty.allocated_bytes(), 0);
+        list.assert_levels_sorted();
+        assert_eq!(collect(&list).len(), 50_000);
+    }
+
+    #[test]
+    fn growing_ahead_from_another_thread_while_the_writer_inserts_loses_nothing() {
+        for round in 0..4u64 {
+            let list = Arc::new(SkipList::new());
+            let grower = {
+                let list = list.clone();
+                std::thread::spawn(move || list.grow_ahead(120_000))
+            };
+            let mut model = Model::new();
+            for seq in 1..=120_000u64 {
+                let user = (seq.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ round).to_be_bytes();
+                assert!(list.insert(ikey(&user, seq), Bytes::new()));
+                model.insert((user.to_vec(), std::cmp::Reverse(seq)), seq);
+            }
+            grower.join().unwrap();
+            let want: Vec<(Vec<u8>, u64)> = model.keys().map(|(u, s)| (u.clone(), s.0)).collect();
+            assert_eq!(collect(&list), want);
+            list.assert_levels_sorted();
+        }
     }
 
     #[test]
