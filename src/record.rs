@@ -547,6 +547,36 @@ mod tests {
     }
 
     #[test]
+    fn a_framed_header_is_the_one_docs_format_md_specifies() {
+        // docs/format.md: payload_crc = mask(crc32(payload)), then len, kind 1, three zero
+        // bytes, header_crc = mask(crc32(file_number u64 LE ++ record[0..12])), computed
+        // here by streaming the parts through a hasher.
+        for (payload, file_number) in [
+            (&b""[..], 0u64),
+            (&b"x"[..], 7),
+            (&b"a longer payload than twenty bytes"[..], u64::MAX),
+        ] {
+            let framed = frame(payload, file_number);
+            let crc = mask_crc(crc32fast::hash(payload));
+            let mut first12 = crc.to_le_bytes().to_vec();
+            first12.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+            first12.extend_from_slice(&[KIND_FULL, 0, 0, 0]);
+            let mut h = crc32fast::Hasher::new();
+            h.update(&file_number.to_le_bytes());
+            h.update(&first12);
+            assert_eq!(framed[..12], first12[..]);
+            assert_eq!(framed[12..16], mask_crc(h.finalize()).to_le_bytes());
+            assert_eq!(&framed[HEADER_LEN..], payload);
+        }
+        // A known answer, worked out apart from this code (Python's `zlib.crc32` and the mask
+        // as the format states it): a change of CRC, mask or layout shows here.
+        assert_eq!(
+            frame(b"x", 7)[..HEADER_LEN],
+            [144, 4, 138, 207, 1, 0, 0, 0, 1, 0, 0, 0, 137, 140, 216, 158]
+        );
+    }
+
+    #[test]
     fn a_lost_page_with_records_after_it_is_cut_unless_a_sync_mark_follows() {
         // Without sync marks (a manifest), a bad record followed by good ones is corruption.
         let (fs, p) = log_losing_page_1(None);

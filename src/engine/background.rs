@@ -144,13 +144,17 @@ impl Core {
                     continue;
                 };
                 let next_wal = st.tree.imms.get(1).unwrap_or(&st.tree.mem).wal_number();
-                (imm, st.tree.mem.clone(), next_wal, st.tree.version.clone())
+                // Only when this is the one memtable waiting: with more queued, or writers
+                // stopped for them, the flush goes first.
+                let active = (st.tree.imms.len() == 1).then(|| st.tree.mem.clone());
+                (imm, active, next_wal, st.tree.version.clone())
             };
             // The memtable being written now will likely fill like the one it replaced: its
             // index arrays and chunks are made here, on this thread, rather than by the
             // writer that reaches them.
-            active.grow_ahead(&imm);
-            drop(active);
+            if let Some(active) = active {
+                active.grow_ahead(&imm);
+            }
             match self.flush_one(&imm, next_wal, version) {
                 Ok(()) => failures = 0,
                 Err(Error::Closed) => return,

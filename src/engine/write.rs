@@ -679,6 +679,7 @@ impl Core {
             &mut st.tree.mem,
             Arc::new(Memtable::sized_for(number, self.opts.memtable_size)),
         );
+        old.drop_spare_chunks();
         st.tree.imms.push_back(old);
         st.tree.sealed += 1;
         self.publish(st);

@@ -214,17 +214,18 @@ impl Memtable {
     }
 
     /// Prepares this memtable, off the write path, for as much as `like` holds: the index
-    /// arrays for as many entries (see [`SkipList::grow_ahead`]) and as many 64 KiB chunks
-    /// for batch encodings as `like`'s filled, each written once so that its pages are
-    /// there. The flush thread calls it for the memtable being written with the one sealed
-    /// before it, which a steady load fills alike: the writer then neither stops for the
-    /// multi-megabyte arrays a full index needs nor faults in the chunks' pages. Runs once a
-    /// memtable (later calls return at once). Memory: at most what `like` used, made early.
+    /// arrays `like`'s used (see [`SkipList::grow_like`]) and as many 64 KiB chunks for batch
+    /// encodings as `like` filled, each written once so that its pages are there. The flush
+    /// thread calls it for the memtable being written with the one sealed before it, which a
+    /// steady load fills alike: the writer then neither stops for the multi-megabyte arrays
+    /// a full index needs nor faults in the chunks' pages. Runs once a memtable (later calls
+    /// return at once). Memory: at most what `like` used, made early; chunks still unused
+    /// when this memtable is sealed go back then ([`drop_spare_chunks`](Self::drop_spare_chunks)).
     pub(crate) fn grow_ahead(&self, like: &Memtable) {
         if self.grown.swap(true, Ordering::AcqRel) {
             return;
         }
-        self.map.grow_ahead(like.len());
+        self.map.grow_like(&like.map);
         let chunks = like.held.load(Ordering::Relaxed) / ARENA_CHUNK;
         let mut made = Vec::with_capacity(chunks);
         for _ in 0..chunks {
@@ -234,6 +235,12 @@ impl Memtable {
             made.push(chunk);
         }
         self.spare_chunks.lock().append(&mut made);
+    }
+
+    /// Frees the chunks [`grow_ahead`](Self::grow_ahead) made that no write used: the writer
+    /// calls it when it seals this memtable, which takes no more writes.
+    pub(crate) fn drop_spare_chunks(&self) {
+        drop(std::mem::take(&mut *self.spare_chunks.lock()));
     }
 
     /// Number of the WAL whose records this memtable holds.
@@ -477,6 +484,12 @@ mod tests {
                 "a chunk not made ahead was used first"
             );
         }
+        // Chunks no write took go back at the seal.
+        let m = Memtable::new(3);
+        m.grow_ahead(&like);
+        assert_eq!(m.spare_chunks.lock().len(), made);
+        m.drop_spare_chunks();
+        assert!(m.spare_chunks.lock().is_empty());
     }
 
     #[test]

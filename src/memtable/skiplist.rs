@@ -180,7 +180,8 @@ impl<T: Default, const CAPPED: bool> Slots<T, CAPPED> {
         self.array(place)?.get()?.get(off)
     }
 
-    /// Slot `i`, creating its array if needed (writer only). `None` past [`CAPACITY`].
+    /// Slot `i`, creating its array if needed (the writer, or [`SkipList::grow_like`] on
+    /// another thread: each array is created once). `None` past [`CAPACITY`].
     fn get_or_grow(&self, i: u32) -> Option<&T> {
         if i > MAX_INDEX {
             return None;
@@ -222,7 +223,7 @@ impl<T: Default, const CAPPED: bool> Slots<T, CAPPED> {
         })
     }
 
-    /// First index of the array after the one holding `i` (writer only).
+    /// First index of the array after the one holding `i`.
     fn next_array_start(i: u32) -> u32 {
         match Self::locate(i) {
             Place::Doubling(k, _) => {
@@ -385,24 +386,24 @@ impl SkipList {
     }
 
     /// Allocates and initialises, where that is not done yet, the node, entry and tower
-    /// arrays that the first `entries` inserts need (at most those of a [full](Self::is_full)
-    /// list), so that those inserts find them ready instead of filling megabytes of fresh
-    /// memory themselves. Any thread may call it while the writer inserts: each array is
-    /// created once, by whichever asks first, and an insert that needs an array being created
-    /// here waits for it. Arrays the list never reaches stay allocated until it is dropped.
-    pub(crate) fn grow_ahead(&self, entries: usize) {
-        let Some(last) = u32::try_from(entries.min(NEARLY_FULL))
-            .ok()
-            .and_then(|n| n.checked_sub(1))
-        else {
-            return;
+    /// arrays that `like`'s inserts used (at most those of a [full](Self::is_full) list), so
+    /// that as many inserts here find them ready instead of filling megabytes of fresh memory
+    /// themselves. Any thread may call it while the writer inserts: each array is created
+    /// once, by whichever asks first, and an insert that needs an array being created here
+    /// waits for it. Arrays this list never reaches stay allocated until it is dropped.
+    pub(crate) fn grow_like(&self, like: &SkipList) {
+        let (nodes, towers) = {
+            let w = like.writer.lock();
+            (w.next_node, w.next_tower)
         };
-        self.nodes.grow_to(last);
-        self.entries.grow_to(last);
-        // A node has a tower of `h + 2` slots with probability 3/4 * (1/4)^(h-1) for h >= 2:
-        // 13/12 slots a node on average; towers skip to the next array at a boundary.
-        self.towers
-            .grow_to(last.saturating_add(last / 8).saturating_add(64));
+        let cap = u32::try_from(NEARLY_FULL).unwrap_or(u32::MAX);
+        if let Some(last) = nodes.min(cap).checked_sub(1) {
+            self.nodes.grow_to(last);
+            self.entries.grow_to(last);
+        }
+        if let Some(last) = towers.checked_sub(1) {
+            self.towers.grow_to(last);
+        }
     }
 
     /// Bytes of the node and tower arrays allocated so far (not the keys and values).
@@ -940,37 +941,74 @@ mod tests {
         assert_eq!(collect(&list).len(), 30_000);
     }
 
-    #[test]
-    fn grown_ahead_the_inserts_it_was_asked_for_allocate_nothing_more() {
+    /// A list of `n` entries inserted in a hashed order, and the same keys as a model.
+    fn hashed(n: u64, salt: u64) -> (SkipList, Vec<(Vec<u8>, u64)>) {
         let list = SkipList::new();
-        list.grow_ahead(50_000);
-        let grown = list.allocated_bytes();
-        // Nodes and entries for 50,000 slots at least, not yet those of a full list.
-        assert!(grown >= 50_000 * (16 + 88), "{grown} bytes");
-        assert!(grown < 4 * 50_000 * (16 + 88 + 8), "{grown} bytes");
+        let mut model = Model::new();
+        for seq in 1..=n {
+            let user = (seq.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ salt).to_be_bytes();
+            assert!(list.insert(ikey(&user, seq), Bytes::new()));
+            model.insert((user.to_vec(), std::cmp::Reverse(seq)), seq);
+        }
+        let want = model.keys().map(|(u, s)| (u.clone(), s.0)).collect();
+        (list, want)
+    }
+
+    #[test]
+    fn grown_like_another_list_the_same_inserts_allocate_nothing_more() {
+        // 50,000 entries: eight doubling arrays of entries, nine of nodes, and towers.
+        let (like, _) = hashed(50_000, 0);
+        let list = SkipList::new();
+        list.grow_like(&like);
+        // The same arrays as `like` (the heights come from the same seed), made before any
+        // insert.
+        assert_eq!(list.allocated_bytes(), like.allocated_bytes());
+        assert!(list.allocated_bytes() >= 50_000 * (16 + 88));
         for seq in 1..=50_000u64 {
             let user = (seq.wrapping_mul(0x9e37_79b9_7f4a_7c15)).to_be_bytes();
             assert!(list.insert(ikey(&user, seq), Bytes::new()));
         }
-        assert_eq!(list.allocated_bytes(), grown);
-        // Growing again is a no-op; growing for nothing allocates nothing.
-        list.grow_ahead(50_000);
-        assert_eq!(list.allocated_bytes(), grown);
+        assert_eq!(list.allocated_bytes(), like.allocated_bytes());
+        // Growing again, or like an empty list, allocates nothing.
+        list.grow_like(&like);
+        assert_eq!(list.allocated_bytes(), like.allocated_bytes());
         let empty = SkipList::new();
-        empty.grow_ahead(0);
+        empty.grow_like(&SkipList::new());
         assert_eq!(empty.allocated_bytes(), 0);
         list.assert_levels_sorted();
         assert_eq!(collect(&list).len(), 50_000);
+        // Past the doubling entry arrays: the fixed ones are made ahead too.
+        let (big, _) = hashed(u64::from(DOUBLING_SLOTS) + 2 * u64::from(FIXED_LEN), 1);
+        let list = SkipList::new();
+        list.grow_like(&big);
+        assert_eq!(
+            list.entries.allocated_bytes(),
+            big.entries.allocated_bytes()
+        );
+        let made = |d: &[Array<EntrySlot>], k: usize| d[k].get().is_some();
+        let fixed = list
+            .entries
+            .fixed
+            .get()
+            .expect("the fixed arrays' directory");
+        assert!(made(fixed, 0) && made(fixed, 1) && !made(fixed, 2));
     }
 
     #[test]
-    fn growing_ahead_from_another_thread_while_the_writer_inserts_loses_nothing() {
+    fn growing_like_another_list_while_the_writer_inserts_loses_nothing() {
+        let (like, _) = hashed(120_000, 9);
+        let like = Arc::new(like);
         for round in 0..4u64 {
             let list = Arc::new(SkipList::new());
+            let start = Arc::new(std::sync::Barrier::new(2));
             let grower = {
-                let list = list.clone();
-                std::thread::spawn(move || list.grow_ahead(120_000))
+                let (list, like, start) = (list.clone(), like.clone(), start.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    list.grow_like(&like);
+                })
             };
+            start.wait();
             let mut model = Model::new();
             for seq in 1..=120_000u64 {
                 let user = (seq.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ round).to_be_bytes();
@@ -981,6 +1019,9 @@ mod tests {
             let want: Vec<(Vec<u8>, u64)> = model.keys().map(|(u, s)| (u.clone(), s.0)).collect();
             assert_eq!(collect(&list), want);
             list.assert_levels_sorted();
+            // Every array the grower was asked for exists, whoever made it (what growing
+            // makes is the test above's; this one is about the race).
+            assert!(list.allocated_bytes() >= like.allocated_bytes());
         }
     }
 
