@@ -93,7 +93,8 @@ pub struct Stats {
     /// memory while the table is live).
     pub index_memory_bytes: u64,
     /// Approximate bytes of memory the memtables hold: the active one and those waiting for
-    /// flush (keys, values, a per-entry overhead, and their filters, which
+    /// flush (keys, values, a per-entry overhead, the 64 KiB chunks the flush thread made
+    /// ahead of the writer and no write has used yet, and their filters, which
     /// `memtable_filter_bytes` counts on their own).
     pub memtable_memory_bytes: u64,
     /// Bytes of data blocks the block cache holds now (at most its capacity). A cache shared

@@ -216,8 +216,8 @@ impl Memtable {
     /// Prepares this memtable, off the write path, for as much as `like` holds: the index
     /// arrays `like`'s used (see [`SkipList::grow_like`]) and as many 64 KiB chunks for batch
     /// encodings as `like` filled, each written once so that its pages are there. The flush
-    /// thread calls it for the memtable being written with the one sealed before it, which a
-    /// steady load fills alike: the writer then neither stops for the multi-megabyte arrays
+    /// thread calls it for the memtable being written with the one sealed before it, when
+    /// that one was sealed full, which a steady load fills alike: the writer then neither stops for the multi-megabyte arrays
     /// a full index needs nor faults in the chunks' pages. Runs once a memtable (later calls
     /// return at once). Memory: at most what `like` used, made early; chunks still unused
     /// when this memtable is sealed go back then ([`drop_spare_chunks`](Self::drop_spare_chunks)).
@@ -320,6 +320,13 @@ impl Memtable {
 
     pub(crate) fn len(&self) -> usize {
         self.map.len()
+    }
+
+    /// Bytes of the chunks [`grow_ahead`](Self::grow_ahead) made that no write has taken
+    /// yet (not in [`approx_bytes`](Self::approx_bytes), which decides when the memtable is
+    /// full).
+    pub(crate) fn spare_bytes(&self) -> usize {
+        self.spare_chunks.lock().len() * ARENA_CHUNK
     }
 
     /// Bytes of the memtable's filter.
@@ -452,6 +459,7 @@ mod tests {
         m.grow_ahead(&like);
         let made = 3000 * 100 / ARENA_CHUNK;
         assert_eq!(m.spare_chunks.lock().len(), made);
+        assert_eq!(m.spare_bytes(), made * ARENA_CHUNK);
         assert!(m.map.allocated_bytes() >= 3000 * (16 + 88));
         // Runs once.
         m.grow_ahead(&like);
@@ -490,6 +498,7 @@ mod tests {
         assert_eq!(m.spare_chunks.lock().len(), made);
         m.drop_spare_chunks();
         assert!(m.spare_chunks.lock().is_empty());
+        assert_eq!(m.spare_bytes(), 0);
     }
 
     #[test]
