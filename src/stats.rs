@@ -95,7 +95,8 @@ pub struct Stats {
     /// Approximate bytes of memory the memtables hold: the active one and those waiting for
     /// flush (keys, values, a per-entry overhead, the 64 KiB chunks the flush thread made
     /// ahead of the writer and no write has used yet, and their filters, which
-    /// `memtable_filter_bytes` counts on their own).
+    /// `memtable_filter_bytes` counts on their own). Not counted: index slots made ahead of
+    /// the entries that will fill them (at most what the last full memtable's index used).
     pub memtable_memory_bytes: u64,
     /// Bytes of data blocks the block cache holds now (at most its capacity). A cache shared
     /// by several databases ([`Options::block_cache`](crate::Options::block_cache)) is counted

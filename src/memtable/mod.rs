@@ -214,13 +214,14 @@ impl Memtable {
     }
 
     /// Prepares this memtable, off the write path, for as much as `like` holds: the index
-    /// arrays `like`'s used (see [`SkipList::grow_like`]) and as many 64 KiB chunks for batch
+    /// arrays `like` used (see [`SkipList::grow_like`]) and as many 64 KiB chunks for batch
     /// encodings as `like` filled, each written once so that its pages are there. The flush
-    /// thread calls it for the memtable being written with the one sealed before it, when
-    /// that one was sealed full, which a steady load fills alike: the writer then neither stops for the multi-megabyte arrays
-    /// a full index needs nor faults in the chunks' pages. Runs once a memtable (later calls
-    /// return at once). Memory: at most what `like` used, made early; chunks still unused
-    /// when this memtable is sealed go back then ([`drop_spare_chunks`](Self::drop_spare_chunks)).
+    /// thread calls it for the memtable being written when the one sealed before it was
+    /// full: a steady load fills the next one alike, and the writer then neither stops for
+    /// the multi-megabyte arrays a full index needs nor faults in the chunks' pages. Runs
+    /// once a memtable (later calls return at once). Memory: at most what `like` used, made
+    /// early; chunks still unused when this memtable is sealed go back then
+    /// ([`drop_spare_chunks`](Self::drop_spare_chunks)).
     pub(crate) fn grow_ahead(&self, like: &Memtable) {
         if self.grown.swap(true, Ordering::AcqRel) {
             return;
