@@ -4,8 +4,10 @@
 # `cargo build --release --example write_figures` and copy the binary aside): PAIRS (default
 # 7) back-to-back runs of `BIN_A MODE DIR KEYS` and `BIN_B MODE DIR KEYS` in turn (MODE
 # fillseq or fillrandom, default fillseq; KEYS default 1000000), each pair's keys/s and
-# ratio A/B, then the medians. Quote the median ratio: the host's speed drifts between runs,
-# a pair's two runs are close in time.
+# ratio A/B, then the medians. MODE_A/MODE_B gives each side its own mode: with one build,
+# `sh scripts/load_pairs.sh BIN BIN fillseq/fillrandom` is the sequential load against the
+# random one. Quote the median ratio: the host's speed drifts between runs, a pair's two
+# runs are close in time.
 set -eu
 A=$1
 B=$2
@@ -14,10 +16,12 @@ KEYS=${4:-1000000}
 PAIRS=${5:-7}
 DIR=${TMPDIR:-/tmp}/siltdb-load-pairs
 OUT=$(mktemp)
-rate() { "$1" "$MODE" "$DIR" "$KEYS" | sed -n 's/.* keys_per_s=\([0-9]*\).*/\1/p'; }
+MODE_A=${MODE%/*}
+MODE_B=${MODE#*/}
+rate() { "$1" "$2" "$DIR" "$KEYS" | sed -n 's/.* keys_per_s=\([0-9]*\).*/\1/p'; }
 for _ in $(seq "$PAIRS"); do
-    a=$(rate "$A")
-    b=$(rate "$B")
+    a=$(rate "$A" "$MODE_A")
+    b=$(rate "$B" "$MODE_B")
     echo "$a $b" | awk '{printf "A %d keys/s  B %d keys/s  A/B %.3f\n", $1, $2, $1 / $2}' | tee -a "$OUT"
 done
 rm -rf "$DIR"

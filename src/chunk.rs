@@ -9,8 +9,20 @@ use bytes::{Bytes, BytesMut};
 /// (or of `data`'s length, if larger) when `data` does not fit in what is left of it. Earlier
 /// slices keep their buffer alive on their own.
 pub(crate) fn copy_into(chunk: &mut BytesMut, chunk_size: usize, data: &[u8]) -> Bytes {
+    copy_into_or(chunk, data, || {
+        BytesMut::with_capacity(chunk_size.max(data.len()))
+    })
+}
+
+/// [`copy_into`], with the new buffer (which must hold `data`) from `fresh` when `data` does
+/// not fit in what is left of `chunk`.
+pub(crate) fn copy_into_or(
+    chunk: &mut BytesMut,
+    data: &[u8],
+    fresh: impl FnOnce() -> BytesMut,
+) -> Bytes {
     if chunk.capacity() - chunk.len() < data.len() {
-        *chunk = BytesMut::with_capacity(chunk_size.max(data.len()));
+        *chunk = fresh();
     }
     chunk.extend_from_slice(data);
     chunk.split().freeze()

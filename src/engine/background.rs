@@ -147,7 +147,7 @@ impl Core {
                 // Only for a memtable the writer sealed because it was full (not one sealed
                 // early by `Db::flush`), and only when it is the one waiting: with more
                 // queued, or writers stopped for them, the flush goes first.
-                let full = imm.approx_bytes() >= self.opts.memtable_size || imm.is_full();
+                let full = imm.is_due(self.opts.memtable_size);
                 let active = (full && st.tree.imms.len() == 1).then(|| st.tree.mem.clone());
                 (imm, active, next_wal, st.tree.version.clone())
             };

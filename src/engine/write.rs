@@ -617,10 +617,7 @@ impl Core {
                 MutexGuard::unlocked(st, || std::thread::sleep(Duration::from_millis(1)));
                 continue;
             }
-            if !force
-                && st.tree.mem.approx_bytes() < self.opts.memtable_size
-                && !st.tree.mem.is_full()
-            {
+            if !force && !st.tree.mem.is_due(self.opts.memtable_size) {
                 return Ok(());
             }
             if force && st.tree.mem.is_empty() {

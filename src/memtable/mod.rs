@@ -203,14 +203,13 @@ impl Memtable {
         if encoded.len() > ARENA_CHUNK / 4 {
             return Bytes::from(encoded);
         }
-        let mut chunk = self.arena.lock();
-        if chunk.capacity() - chunk.len() < encoded.len() {
-            if let Some(spare) = self.spare_chunks.lock().pop() {
-                *chunk = spare;
-            }
-        }
         self.held.fetch_add(encoded.len(), Ordering::Relaxed);
-        crate::chunk::copy_into(&mut chunk, ARENA_CHUNK, &encoded)
+        crate::chunk::copy_into_or(&mut self.arena.lock(), &encoded, || {
+            self.spare_chunks
+                .lock()
+                .pop()
+                .unwrap_or_else(|| BytesMut::with_capacity(ARENA_CHUNK))
+        })
     }
 
     /// Prepares this memtable, off the write path, for as much as `like` holds: the index
@@ -241,7 +240,7 @@ impl Memtable {
     /// Frees the chunks [`grow_ahead`](Self::grow_ahead) made that no write used: the writer
     /// calls it when it seals this memtable, which takes no more writes.
     pub(crate) fn drop_spare_chunks(&self) {
-        drop(std::mem::take(&mut *self.spare_chunks.lock()));
+        self.spare_chunks.lock().clear();
     }
 
     /// Number of the WAL whose records this memtable holds.
@@ -306,6 +305,12 @@ impl Memtable {
     /// Approximate memory held, in bytes.
     pub(crate) fn approx_bytes(&self) -> usize {
         self.approx_bytes.load(Ordering::Relaxed)
+    }
+
+    /// True once the writer should seal it: it holds `memtable_size` bytes (see
+    /// [`approx_bytes`](Self::approx_bytes)) or is [full](Self::is_full).
+    pub(crate) fn is_due(&self, memtable_size: usize) -> bool {
+        self.approx_bytes() >= memtable_size || self.is_full()
     }
 
     /// True once the memtable holds as many entries as it should (14 Mi), whatever their
