@@ -304,8 +304,11 @@ impl Options {
         self
     }
 
-    /// Bytes of writes a memtable collects before it is sealed and flushed to an L0 table.
-    /// Default 24 MiB: the four L0 tables that trigger a compaction then outweigh L1's 64 MiB
+    /// Bytes of writes a memtable collects before it is sealed and flushed to an L0 table:
+    /// each write counts its key and value and 72 bytes more. The memory a memtable holds is
+    /// larger ([`Stats::memtable_memory_bytes`](crate::Stats::memtable_memory_bytes) counts
+    /// it): with 16-byte keys and 100-byte values, a full 24 MiB memtable holds ~34 MiB, and
+    /// while it is flushed the next one, prepared alike, holds as much. Default 24 MiB: the four L0 tables that trigger a compaction then outweigh L1's 64 MiB
     /// target, which keeps L0 -> L1 write amplification under 2. A random load of 16M keys
     /// wrote ~7.2 bytes per user byte with 24 MiB, ~8.1-8.3 with 16 MiB and ~14 with 4 MiB;
     /// a larger memtable writes less still but makes every insert search a longer skiplist

@@ -92,11 +92,17 @@ pub struct Stats {
     /// Bytes of memory the indexes of the current tree pin (every table's index is kept in
     /// memory while the table is live).
     pub index_memory_bytes: u64,
-    /// Approximate bytes of memory the memtables hold: the active one and those waiting for
-    /// flush (keys, values, a per-entry overhead, the 64 KiB chunks the flush thread made
-    /// ahead of the writer and no write has used yet, and their filters, which
-    /// `memtable_filter_bytes` counts on their own). Not counted: index slots made ahead of
-    /// the entries that will fill them (at most what the last full memtable's index used).
+    /// Bytes of memory the memtables hold: the active one and those waiting for flush. Counted
+    /// as allocated, not estimated: the 64 KiB chunks their writes' encodings are copied into
+    /// (keys and values with their batch framing; the last chunk whole), writes too large for
+    /// a chunk, the skiplist index arrays (with the slots and chunks the flush thread made
+    /// ahead of the writer that no write has used yet), their filters (which
+    /// `memtable_filter_bytes` also counts on their own) and their range tombstones. This is
+    /// more than the bytes that [`Options::memtable_size`](crate::Options::memtable_size)
+    /// measures a memtable's fill by: with 16-byte keys and 100-byte values, ~270 bytes an
+    /// entry (~130 of encoding, ~105-135 of index) against the 188 it counts, so a full
+    /// 24 MiB memtable holds ~34 MiB. A flushed memtable's chunks go back to the allocator
+    /// once no reader holds one of its values.
     pub memtable_memory_bytes: u64,
     /// Bytes of data blocks the block cache holds now (at most its capacity). A cache shared
     /// by several databases ([`Options::block_cache`](crate::Options::block_cache)) is counted

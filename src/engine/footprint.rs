@@ -62,7 +62,7 @@ impl Core {
         stats.index_memory_bytes = indexes;
         stats.memtable_memory_bytes = std::iter::once(&rs.mem)
             .chain(&rs.imms)
-            .map(|m| (m.approx_bytes() + m.spare_bytes() + m.filter_bytes()) as u64)
+            .map(|m| m.memory_bytes() as u64)
             .sum();
         stats.block_cache_bytes = self.env.caches.blocks.as_ref().map_or(0, |c| c.usage());
     }

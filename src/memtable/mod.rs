@@ -67,6 +67,11 @@ pub(crate) struct Memtable {
     arena: Mutex<BytesMut>,
     /// Bytes copied into chunks so far.
     held: AtomicUsize,
+    /// Bytes allocated for the batch encodings the entries slice: the chunks taken (new or
+    /// made ahead) and encodings too large for one, which keep their own allocation.
+    encoding_bytes: AtomicUsize,
+    /// Range tombstones' share of `approx_bytes`.
+    range_bytes: AtomicUsize,
     /// Chunks made ahead of the writer ([`Memtable::grow_ahead`]), taken before new ones.
     spare_chunks: Mutex<Vec<BytesMut>>,
     /// Set by the first [`Memtable::grow_ahead`]: it runs once a memtable.
@@ -185,6 +190,8 @@ impl Memtable {
             has_range_dels: AtomicBool::new(false),
             arena: Mutex::new(BytesMut::new()),
             held: AtomicUsize::new(0),
+            encoding_bytes: AtomicUsize::new(0),
+            range_bytes: AtomicUsize::new(0),
             spare_chunks: Mutex::new(Vec::new()),
             grown: AtomicBool::new(false),
         }
@@ -201,10 +208,14 @@ impl Memtable {
     /// chunk keeps its own allocation.
     pub(crate) fn hold(&self, encoded: Vec<u8>) -> Bytes {
         if encoded.len() > ARENA_CHUNK / 4 {
+            self.encoding_bytes
+                .fetch_add(encoded.capacity(), Ordering::Relaxed);
             return Bytes::from(encoded);
         }
         self.held.fetch_add(encoded.len(), Ordering::Relaxed);
         crate::chunk::copy_into_or(&mut self.arena.lock(), &encoded, || {
+            self.encoding_bytes
+                .fetch_add(ARENA_CHUNK, Ordering::Relaxed);
             self.spare_chunks
                 .lock()
                 .pop()
@@ -292,6 +303,7 @@ impl Memtable {
         self.range_dels.store(Arc::new(next));
         self.has_range_dels.store(true, Ordering::Release);
         self.approx_bytes.fetch_add(size, Ordering::Relaxed);
+        self.range_bytes.fetch_add(size, Ordering::Relaxed);
     }
 
     /// The memtable's range tombstones; `None` if it has none (the common case, answered
@@ -333,6 +345,19 @@ impl Memtable {
     /// full).
     pub(crate) fn spare_bytes(&self) -> usize {
         self.spare_chunks.lock().len() * ARENA_CHUNK
+    }
+
+    /// Bytes of memory the memtable holds, what [`approx_bytes`](Self::approx_bytes) leaves
+    /// out included: the chunks its entries' encodings live in (whole, the last one's unused
+    /// tail too) and encodings too large for a chunk, its index arrays (those made ahead of
+    /// the entries that will fill them too), the chunks made ahead that no write has taken,
+    /// its filter, and its range tombstones (as `approx_bytes` counts them).
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.encoding_bytes.load(Ordering::Relaxed)
+            + self.map.allocated_bytes()
+            + self.spare_bytes()
+            + self.filter_bytes()
+            + self.range_bytes.load(Ordering::Relaxed)
     }
 
     /// Bytes of the memtable's filter.
@@ -505,6 +530,62 @@ mod tests {
         m.drop_spare_chunks();
         assert!(m.spare_chunks.lock().is_empty());
         assert_eq!(m.spare_bytes(), 0);
+    }
+
+    #[test]
+    fn memory_counts_what_is_allocated_chunks_index_spares_filter_and_range_tombstones() {
+        let m = Memtable::new(1);
+        assert_eq!(m.memory_bytes(), m.filter_bytes());
+        // 1000 encodings of 100 bytes: two chunks, counted whole from the first byte.
+        let first = m.hold(vec![1u8; 100]);
+        let index0 = m.map.allocated_bytes();
+        assert_eq!(m.memory_bytes(), ARENA_CHUNK + index0 + m.filter_bytes());
+        for i in 0..999u64 {
+            let enc = m.hold(vec![i as u8; 100]);
+            m.insert(enc.slice(0..8), i + 1, ValueKind::Put, enc.slice(8..))
+                .unwrap();
+        }
+        drop(first);
+        let chunks = 2 * ARENA_CHUNK;
+        let index = m.map.allocated_bytes();
+        assert!(index >= 999 * (16 + 88), "{index}");
+        assert_eq!(m.memory_bytes(), chunks + index + m.filter_bytes());
+        // More than the estimate that decides when the memtable is full.
+        assert!(m.memory_bytes() > m.approx_bytes());
+        // An encoding too large for a chunk counts its own allocation.
+        let mut big = Vec::with_capacity(ARENA_CHUNK);
+        big.resize(ARENA_CHUNK / 2, 3);
+        let _big = m.hold(big);
+        assert_eq!(
+            m.memory_bytes(),
+            chunks + ARENA_CHUNK + index + m.filter_bytes()
+        );
+        // A range tombstone counts what the fill estimate counts for it.
+        let before = (m.memory_bytes(), m.approx_bytes());
+        m.insert_range_delete(
+            Bytes::from_static(b"a"),
+            Some(Bytes::from_static(b"b")),
+            2000,
+        );
+        let grew = m.approx_bytes() - before.1;
+        assert!(grew > 0);
+        assert_eq!(m.memory_bytes(), before.0 + grew);
+
+        // A memtable grown ahead counts its arrays and the chunks made for it before any
+        // write, and a chunk once, whether spare or taken.
+        let next = Memtable::new(2);
+        next.grow_ahead(&m);
+        let made = next.spare_bytes();
+        assert_eq!(made, ARENA_CHUNK);
+        assert_eq!(
+            next.memory_bytes(),
+            made + next.map.allocated_bytes() + next.filter_bytes()
+        );
+        assert!(next.map.allocated_bytes() >= index);
+        let grown = next.memory_bytes();
+        let _e = next.hold(vec![9u8; 100]);
+        assert_eq!(next.spare_bytes(), 0);
+        assert_eq!(next.memory_bytes(), grown);
     }
 
     #[test]

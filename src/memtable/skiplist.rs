@@ -237,7 +237,6 @@ impl<T: Default, const CAPPED: bool> Slots<T, CAPPED> {
     }
 
     /// Bytes allocated so far.
-    #[cfg(test)]
     fn allocated_bytes(&self) -> usize {
         let arrays = self
             .doubling
@@ -406,8 +405,9 @@ impl SkipList {
         }
     }
 
-    /// Bytes of the node and tower arrays allocated so far (not the keys and values).
-    #[cfg(test)]
+    /// Bytes of the node, entry and tower arrays allocated so far, those made ahead by
+    /// [`grow_like`](Self::grow_like) included (not the keys and values, which the entries
+    /// slice).
     pub(crate) fn allocated_bytes(&self) -> usize {
         self.nodes.allocated_bytes()
             + self.entries.allocated_bytes()
