@@ -101,3 +101,24 @@ fn memory_figures_follow_the_memtable_and_the_tables() {
             + s.block_cache_bytes
     );
 }
+
+#[test]
+fn a_read_only_open_counts_the_replayed_writes_it_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    // One memtable for the whole load: the writes stay in the WAL, unflushed.
+    let db = Db::open_with(dir.path(), Options::default().memtable_size(64 << 20)).unwrap();
+    for i in 0..2000u32 {
+        db.insert(format!("key{i:06}"), vec![(i % 251) as u8; 1000])
+            .unwrap();
+    }
+    let ro = Db::open_read_only(dir.path()).unwrap();
+    assert_eq!(
+        ro.get("key001999").unwrap(),
+        Some(vec![(1999 % 251) as u8; 1000].into())
+    );
+    let s = ro.stats();
+    // The replayed keys and values (2,000 of ~1 KB) are slices of the WAL records it read.
+    assert!(s.memtable_memory_bytes >= 2000 * 1009, "{s:?}");
+    assert!(s.memtable_memory_bytes < 4 << 20, "{s:?}");
+    drop(db);
+}

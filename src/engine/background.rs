@@ -155,7 +155,7 @@ impl Core {
             // index arrays and chunks are made here, on this thread, rather than by the
             // writer that reaches them.
             if let Some(active) = active {
-                active.grow_ahead(&imm);
+                active.grow_ahead(&imm, self.opts.memtable_size);
             }
             match self.flush_one(&imm, next_wal, version) {
                 Ok(()) => failures = 0,

@@ -148,6 +148,8 @@ pub(super) fn recover(
                 if !opts.read_only && recovered.is_full() {
                     parts.push(seal_part(&ctx, &versions, &mut recovered)?);
                 }
+                // The operation slices the record: the memtable counts the bytes it keeps.
+                recovered.count_shared(op.key.len() + op.value.len());
                 super::write::apply_op(&recovered, op.kind, op.key, op.value, seq)?;
             }
             if !opts.read_only && recovered.approx_bytes() >= part_limit {

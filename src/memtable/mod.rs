@@ -70,12 +70,16 @@ pub(crate) struct Memtable {
     /// Bytes allocated for the batch encodings the entries slice: the chunks taken (new or
     /// made ahead) and encodings too large for one, which keep their own allocation.
     encoding_bytes: AtomicUsize,
-    /// Range tombstones' share of `approx_bytes`.
+    /// Range tombstones' share of `approx_bytes`, less their keys' bytes (which are in the
+    /// encodings counted in `encoding_bytes`).
     range_bytes: AtomicUsize,
     /// Chunks made ahead of the writer ([`Memtable::grow_ahead`]), taken before new ones.
     spare_chunks: Mutex<Vec<BytesMut>>,
     /// Set by the first [`Memtable::grow_ahead`]: it runs once a memtable.
     grown: AtomicBool,
+    /// Set (under `spare_chunks`' lock) when the memtable is sealed: a
+    /// [`Memtable::grow_ahead`] still running then keeps none of the chunks it made.
+    sealed: AtomicBool,
 }
 
 /// A memtable's range tombstones: fragments built so far, and the tombstones written since
@@ -194,6 +198,7 @@ impl Memtable {
             range_bytes: AtomicUsize::new(0),
             spare_chunks: Mutex::new(Vec::new()),
             grown: AtomicBool::new(false),
+            sealed: AtomicBool::new(false),
         }
     }
 
@@ -214,12 +219,15 @@ impl Memtable {
         }
         self.held.fetch_add(encoded.len(), Ordering::Relaxed);
         crate::chunk::copy_into_or(&mut self.arena.lock(), &encoded, || {
+            // Under the spares' lock, so that `memory_bytes` counts the chunk once, spare
+            // or taken.
+            let mut spare = self.spare_chunks.lock();
+            let chunk = spare
+                .pop()
+                .unwrap_or_else(|| BytesMut::with_capacity(ARENA_CHUNK));
             self.encoding_bytes
                 .fetch_add(ARENA_CHUNK, Ordering::Relaxed);
-            self.spare_chunks
-                .lock()
-                .pop()
-                .unwrap_or_else(|| BytesMut::with_capacity(ARENA_CHUNK))
+            chunk
         })
     }
 
@@ -229,15 +237,21 @@ impl Memtable {
     /// thread calls it for the memtable being written when the one sealed before it was
     /// full: a steady load fills the next one alike, and the writer then neither stops for
     /// the multi-megabyte arrays a full index needs nor faults in the chunks' pages. Runs
-    /// once a memtable (later calls return at once). Memory: at most what `like` used, made
-    /// early; chunks still unused when this memtable is sealed go back then
-    /// ([`drop_spare_chunks`](Self::drop_spare_chunks)).
-    pub(crate) fn grow_ahead(&self, like: &Memtable) {
-        if self.grown.swap(true, Ordering::AcqRel) {
+    /// once a memtable (later calls return at once), and not at all once it is sealed.
+    /// Memory: at most what `like` used, and at most what a memtable sealed at
+    /// `memtable_size` holds (so a memtable that one huge batch filled is not a model for
+    /// more than that), made early; chunks still unused when this memtable is sealed go back
+    /// then ([`drop_spare_chunks`](Self::drop_spare_chunks)), and one that is sealed while
+    /// this runs keeps none.
+    pub(crate) fn grow_ahead(&self, like: &Memtable, memtable_size: usize) {
+        if self.grown.swap(true, Ordering::AcqRel) || self.sealed.load(Ordering::Relaxed) {
             return;
         }
-        self.map.grow_like(&like.map);
-        let chunks = like.held.load(Ordering::Relaxed) / ARENA_CHUNK;
+        // Every entry counts at least its trailer and overhead towards `memtable_size`.
+        let max_entries = memtable_size / (key::TRAILER_LEN + ENTRY_OVERHEAD) + 1;
+        self.map.grow_like(&like.map, max_entries);
+        let chunks =
+            (like.held.load(Ordering::Relaxed) / ARENA_CHUNK).min(memtable_size / ARENA_CHUNK + 1);
         let mut made = Vec::with_capacity(chunks);
         for _ in 0..chunks {
             let mut chunk = BytesMut::with_capacity(ARENA_CHUNK);
@@ -245,13 +259,19 @@ impl Memtable {
             chunk.clear();
             made.push(chunk);
         }
-        self.spare_chunks.lock().append(&mut made);
+        let mut spare = self.spare_chunks.lock();
+        if !self.sealed.load(Ordering::Relaxed) {
+            spare.append(&mut made);
+        }
     }
 
-    /// Frees the chunks [`grow_ahead`](Self::grow_ahead) made that no write used: the writer
-    /// calls it when it seals this memtable, which takes no more writes.
+    /// Frees the chunks [`grow_ahead`](Self::grow_ahead) made that no write used, and makes
+    /// a `grow_ahead` that runs now or later keep none: the writer calls it when it seals
+    /// this memtable, which takes no more writes.
     pub(crate) fn drop_spare_chunks(&self) {
-        self.spare_chunks.lock().clear();
+        let mut spare = self.spare_chunks.lock();
+        self.sealed.store(true, Ordering::Relaxed);
+        spare.clear();
     }
 
     /// Number of the WAL whose records this memtable holds.
@@ -293,7 +313,8 @@ impl Memtable {
     /// Records a range tombstone `[start, end)` at `seq` (`end = None`: to the end of the key
     /// space). Readers see it before the writer publishes `seq`.
     pub(crate) fn insert_range_delete(&self, start: Bytes, end: Option<Bytes>, seq: SeqNo) {
-        let mut size = start.len() + end.as_ref().map_or(0, |e| e.len()) + ENTRY_OVERHEAD;
+        let keys = start.len() + end.as_ref().map_or(0, |e| e.len());
+        let mut size = keys + ENTRY_OVERHEAD;
         let _writer = self.range_writer.lock();
         let cur = self.range_dels.load_full();
         let next = cur.with(RangeTombstone { start, end, seq });
@@ -303,7 +324,8 @@ impl Memtable {
         self.range_dels.store(Arc::new(next));
         self.has_range_dels.store(true, Ordering::Release);
         self.approx_bytes.fetch_add(size, Ordering::Relaxed);
-        self.range_bytes.fetch_add(size, Ordering::Relaxed);
+        // The keys are in the chunks (or the record) the entries slice, counted there.
+        self.range_bytes.fetch_add(size - keys, Ordering::Relaxed);
     }
 
     /// The memtable's range tombstones; `None` if it has none (the common case, answered
@@ -343,21 +365,34 @@ impl Memtable {
     /// Bytes of the chunks [`grow_ahead`](Self::grow_ahead) made that no write has taken
     /// yet (not in [`approx_bytes`](Self::approx_bytes), which decides when the memtable is
     /// full).
+    #[cfg(test)]
     pub(crate) fn spare_bytes(&self) -> usize {
         self.spare_chunks.lock().len() * ARENA_CHUNK
     }
 
     /// Bytes of memory the memtable holds, what [`approx_bytes`](Self::approx_bytes) leaves
     /// out included: the chunks its entries' encodings live in (whole, the last one's unused
-    /// tail too) and encodings too large for a chunk, its index arrays (those made ahead of
-    /// the entries that will fill them too), the chunks made ahead that no write has taken,
-    /// its filter, and its range tombstones (as `approx_bytes` counts them).
+    /// tail too), encodings too large for a chunk and the replayed WAL records a recovered
+    /// memtable slices ([`count_shared`](Self::count_shared)), its index arrays (those made
+    /// ahead of the entries that will fill them too), the chunks made ahead that no write has
+    /// taken, its filter, and its range tombstones' bookkeeping (as `approx_bytes` counts it,
+    /// their keys being in the encodings).
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.encoding_bytes.load(Ordering::Relaxed)
+        let chunks = {
+            // A chunk moves from the spares to the encodings under this lock.
+            let spare = self.spare_chunks.lock();
+            spare.len() * ARENA_CHUNK + self.encoding_bytes.load(Ordering::Relaxed)
+        };
+        chunks
             + self.map.allocated_bytes()
-            + self.spare_bytes()
             + self.filter_bytes()
             + self.range_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Counts `bytes` of shared buffers the entries slice that [`hold`](Self::hold) did not
+    /// copy: the WAL records recovery replays, whose operations are slices of the record.
+    pub(crate) fn count_shared(&self, bytes: usize) {
+        self.encoding_bytes.fetch_add(bytes, Ordering::Relaxed);
     }
 
     /// Bytes of the memtable's filter.
@@ -487,13 +522,13 @@ mod tests {
                 .unwrap();
         }
         let m = Memtable::new(2);
-        m.grow_ahead(&like);
+        m.grow_ahead(&like, usize::MAX);
         let made = 3000 * 100 / ARENA_CHUNK;
         assert_eq!(m.spare_chunks.lock().len(), made);
         assert_eq!(m.spare_bytes(), made * ARENA_CHUNK);
         assert!(m.map.allocated_bytes() >= 3000 * (16 + 88));
         // Runs once.
-        m.grow_ahead(&like);
+        m.grow_ahead(&like, usize::MAX);
         assert_eq!(m.spare_chunks.lock().len(), made);
         let spare_at: Vec<usize> = m
             .spare_chunks
@@ -525,7 +560,7 @@ mod tests {
         }
         // Chunks no write took go back at the seal.
         let m = Memtable::new(3);
-        m.grow_ahead(&like);
+        m.grow_ahead(&like, usize::MAX);
         assert_eq!(m.spare_chunks.lock().len(), made);
         m.drop_spare_chunks();
         assert!(m.spare_chunks.lock().is_empty());
@@ -560,21 +595,26 @@ mod tests {
             m.memory_bytes(),
             chunks + ARENA_CHUNK + index + m.filter_bytes()
         );
-        // A range tombstone counts what the fill estimate counts for it.
+        // A range tombstone counts what the fill estimate counts for it, but its keys (which
+        // live in the encodings).
         let before = (m.memory_bytes(), m.approx_bytes());
         m.insert_range_delete(
             Bytes::from_static(b"a"),
-            Some(Bytes::from_static(b"b")),
+            Some(Bytes::from_static(b"bc")),
             2000,
         );
         let grew = m.approx_bytes() - before.1;
-        assert!(grew > 0);
-        assert_eq!(m.memory_bytes(), before.0 + grew);
+        assert!(grew > 3);
+        assert_eq!(m.memory_bytes(), before.0 + grew - 3);
+        // Shared buffers a recovered memtable slices count as they are told.
+        let before = m.memory_bytes();
+        m.count_shared(12_345);
+        assert_eq!(m.memory_bytes(), before + 12_345);
 
         // A memtable grown ahead counts its arrays and the chunks made for it before any
         // write, and a chunk once, whether spare or taken.
         let next = Memtable::new(2);
-        next.grow_ahead(&m);
+        next.grow_ahead(&m, usize::MAX);
         let made = next.spare_bytes();
         assert_eq!(made, ARENA_CHUNK);
         assert_eq!(
@@ -586,6 +626,39 @@ mod tests {
         let _e = next.hold(vec![9u8; 100]);
         assert_eq!(next.spare_bytes(), 0);
         assert_eq!(next.memory_bytes(), grown);
+    }
+
+    #[test]
+    fn grow_ahead_makes_nothing_for_a_sealed_memtable_and_no_more_than_memtable_size_holds() {
+        let like = Memtable::new(1);
+        for i in 0..3000u64 {
+            let key = Bytes::from(i.to_be_bytes().to_vec());
+            like.insert(key, i + 1, ValueKind::Put, like.hold(vec![i as u8; 100]))
+                .unwrap();
+        }
+        // Sealed before the flush thread came to it: no chunks and no arrays.
+        let sealed = Memtable::new(2);
+        sealed.drop_spare_chunks();
+        sealed.grow_ahead(&like, usize::MAX);
+        assert_eq!(sealed.spare_bytes(), 0);
+        assert_eq!(sealed.map.allocated_bytes(), 0);
+        // A memtable sealed at 72 * 100 bytes holds at most ~100 entries and one chunk: no
+        // more is made for it, however much `like` held.
+        let small = Memtable::new(3);
+        small.grow_ahead(&like, 72 * 100);
+        assert_eq!(small.spare_bytes(), ARENA_CHUNK);
+        let full = Memtable::new(4);
+        full.grow_ahead(&like, usize::MAX);
+        assert!(small.map.allocated_bytes() * 4 < full.map.allocated_bytes());
+        // Enough for those ~100 entries: inserting them allocates no array.
+        let ready = small.map.allocated_bytes();
+        for i in 0..100u64 {
+            let key = Bytes::from(i.to_be_bytes().to_vec());
+            small
+                .insert(key, i + 1, ValueKind::Put, Bytes::from_static(b"v"))
+                .unwrap();
+        }
+        assert_eq!(small.map.allocated_bytes(), ready);
     }
 
     #[test]

@@ -385,18 +385,28 @@ impl SkipList {
     }
 
     /// Allocates and initialises, where that is not done yet, the node, entry and tower
-    /// arrays that `like`'s inserts used (at most those of a [full](Self::is_full) list), so
-    /// that as many inserts here find them ready instead of filling megabytes of fresh memory
-    /// themselves. Any thread may call it while the writer inserts: each array is created
-    /// once, by whichever asks first, and an insert that needs an array being created here
-    /// waits for it. Arrays this list never reaches stay allocated until it is dropped.
-    pub(crate) fn grow_like(&self, like: &SkipList) {
+    /// arrays that `like`'s inserts used, for at most `max_entries` of them (and at most a
+    /// [full](Self::is_full) list's; the towers in proportion), so that as many inserts here
+    /// find them ready instead of filling megabytes of fresh memory themselves. Any thread may
+    /// call it while the writer inserts: each array is created once, by whichever asks first,
+    /// and an insert that needs an array being created here waits for it. Arrays this list
+    /// never reaches stay allocated until it is dropped.
+    pub(crate) fn grow_like(&self, like: &SkipList, max_entries: usize) {
         let (nodes, towers) = {
             let w = like.writer.lock();
             (w.next_node, w.next_tower)
         };
-        let cap = u32::try_from(NEARLY_FULL).unwrap_or(u32::MAX);
-        if let Some(last) = nodes.min(cap).checked_sub(1) {
+        let cap = max_entries.min(NEARLY_FULL);
+        let cap = u32::try_from(cap).unwrap_or(u32::MAX);
+        let grown = nodes.min(cap);
+        // Towers grow with the nodes (a quarter of the nodes get one, of 1.33 slots on
+        // average): as many as `like` used for the nodes grown here.
+        let towers = if nodes == 0 {
+            0
+        } else {
+            u32::try_from(u64::from(towers) * u64::from(grown) / u64::from(nodes)).unwrap_or(towers)
+        };
+        if let Some(last) = grown.checked_sub(1) {
             self.nodes.grow_to(last);
             self.entries.grow_to(last);
         }
@@ -956,7 +966,7 @@ mod tests {
         // 50,000 entries: eight doubling arrays of entries, nine of nodes, and towers.
         let like = hashed(50_000, 0);
         let list = SkipList::new();
-        list.grow_like(&like);
+        list.grow_like(&like, usize::MAX);
         // The same arrays as `like` (the heights come from the same seed), made before any
         // insert.
         assert_eq!(list.allocated_bytes(), like.allocated_bytes());
@@ -967,17 +977,17 @@ mod tests {
         }
         assert_eq!(list.allocated_bytes(), like.allocated_bytes());
         // Growing again, or like an empty list, allocates nothing.
-        list.grow_like(&like);
+        list.grow_like(&like, usize::MAX);
         assert_eq!(list.allocated_bytes(), like.allocated_bytes());
         let empty = SkipList::new();
-        empty.grow_like(&SkipList::new());
+        empty.grow_like(&SkipList::new(), usize::MAX);
         assert_eq!(empty.allocated_bytes(), 0);
         list.assert_levels_sorted();
         assert_eq!(collect(&list).len(), 50_000);
         // Past the doubling entry arrays: the fixed ones are made ahead too.
         let big = hashed(u64::from(DOUBLING_SLOTS) + 2 * u64::from(FIXED_LEN), 1);
         let list = SkipList::new();
-        list.grow_like(&big);
+        list.grow_like(&big, usize::MAX);
         assert_eq!(
             list.entries.allocated_bytes(),
             big.entries.allocated_bytes()
@@ -992,6 +1002,26 @@ mod tests {
     }
 
     #[test]
+    fn grown_like_a_larger_list_up_to_a_cap_gets_the_arrays_of_that_many_entries() {
+        let like = hashed(50_000, 0);
+        let small = hashed(10_000, 0);
+        let list = SkipList::new();
+        list.grow_like(&like, 10_000);
+        assert_eq!(list.nodes.allocated_bytes(), small.nodes.allocated_bytes());
+        assert_eq!(
+            list.entries.allocated_bytes(),
+            small.entries.allocated_bytes()
+        );
+        // The towers in proportion: a fifth of `like`'s slots, so not its last array.
+        assert!(list.towers.allocated_bytes() < like.towers.allocated_bytes());
+        assert!(list.towers.allocated_bytes() > 0);
+        // No cap past a full list's entries.
+        let none = SkipList::new();
+        none.grow_like(&SkipList::new(), 10_000);
+        assert_eq!(none.allocated_bytes(), 0);
+    }
+
+    #[test]
     fn growing_like_another_list_while_the_writer_inserts_loses_nothing() {
         let like = hashed(120_000, 9);
         let like = Arc::new(like);
@@ -1002,7 +1032,7 @@ mod tests {
                 let (list, like, start) = (list.clone(), like.clone(), start.clone());
                 std::thread::spawn(move || {
                     start.wait();
-                    list.grow_like(&like);
+                    list.grow_like(&like, usize::MAX);
                 })
             };
             start.wait();
