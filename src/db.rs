@@ -181,7 +181,8 @@ impl Db {
     }
 
     /// Applies every operation of `batch` atomically: all become visible at once, and after a
-    /// crash either all of them or none are recovered. An empty batch is a no-op. Durable as
+    /// crash either all of them or none are recovered. An empty batch writes nothing (with
+    /// `sync_writes` on it still fsyncs the WAL, as [`sync`](Db::sync) does). Durable as
     /// [`Options::sync_writes`](crate::Options::sync_writes) says.
     ///
     /// Errors: [`Error::InvalidArgument`] if the batch holds an over-limit key or value
@@ -193,7 +194,9 @@ impl Db {
     /// [`write`](Db::write) with a per-write choice of durability: with
     /// [`WriteOptions::sync`]`(true)` the WAL is fsynced before this returns, so the batch
     /// survives a power loss even when `sync_writes` is off (concurrent writers share one
-    /// fsync); with `sync(false)` it is not, even when `sync_writes` is on.
+    /// fsync); with `sync(false)` it is not, even when `sync_writes` is on. An empty batch
+    /// that asks for a sync fsyncs the WAL all the same, so that the writes before it are
+    /// durable when it returns.
     ///
     /// Errors: as [`write`](Db::write); a failed fsync is [`Error::Io`] and stops writes
     /// ([`Error::Poisoned`] after it).
@@ -202,7 +205,7 @@ impl Db {
             return Err(Error::InvalidArgument(why.clone()));
         }
         if batch.is_empty() {
-            return self.core().writes_accepted();
+            return self.core().write_empty(opts);
         }
         self.core().write(batch, opts)
     }
@@ -405,7 +408,10 @@ impl Db {
     /// Stops the background threads (a running flush or compaction is abandoned and cleaned
     /// up on the next open), syncs the WAL and releases the directory lock. Nothing is
     /// flushed: the WAL is replayed on the next open. Every handle, iterator and snapshot of
-    /// this database fails with [`Error::Closed`] afterwards. Closing twice is a no-op.
+    /// this database fails with [`Error::Closed`] afterwards. A write that is starting a new
+    /// WAL (a full memtable's rotation) when `close` is called finishes that first, so no file
+    /// is created or synced after `close` returns. Closing again is a no-op; a `close` called
+    /// while another thread closes waits for it and returns the same outcome.
     ///
     /// Errors: [`Error::Io`] if the final WAL sync fails, or if an earlier append or fsync of
     /// the WAL failed (that failure is returned again: the writes after it may not be durable).

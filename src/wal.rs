@@ -326,15 +326,19 @@ impl WalWriter {
     /// Ends the WAL (it is no longer written): syncs it and appends a sync mark (if records
     /// came since the last one), then gives back the space allocated ahead of the writer and
     /// syncs the file and its length. A mark that could not be appended does not stop the
-    /// rest: the records before it are whole. Errors: a failed fsync (or an earlier failure).
+    /// rest (the records before it are whole), but its failure is returned afterwards: the
+    /// WAL is not written again, so returning it is what stops writes, as any failed append
+    /// of the WAL does. Errors: a failed fsync, or an earlier failure (an append's, a
+    /// mark's).
     pub(crate) fn finish(&mut self) -> Result<()> {
         self.check_not_failed()?;
         if self.unmarked {
             self.sync()?;
         }
         // Only a failed mark can stand here (latched by its append): the cut and the sync
-        // run regardless.
-        self.run(RecordWriter::finish)
+        // run regardless, then it is returned.
+        self.run(RecordWriter::finish)?;
+        self.check_not_failed()
     }
 
     /// Runs `op` (a sync of the log), unless an earlier failure stands; a failure stands for
@@ -766,13 +770,25 @@ mod tests {
         .unwrap();
         assert_eq!(seen, vec![(1, 1)]);
         assert!(tail.torn_at.is_some());
-        // Closing still cuts and syncs (finish after a failed mark, on a fresh writer).
+        // Ending a WAL whose last mark fails still cuts and syncs it, then returns the
+        // failure (a rotation's, which stops writes; on a fresh writer).
         let q = Path::new("/d/000002.wal");
         let mut w = WalWriter::create(&fs, q, 2, LogWrites::Syscall).unwrap();
+        fs.sync_dir(Path::new("/d")).unwrap();
         w.append(1, 1, [ops]).unwrap();
         fs.set_fault(Some(FaultPlan::nth(FsOp::Write, 0)));
-        w.finish().unwrap();
+        assert!(matches!(w.finish(), Err(Error::Io(_))));
+        assert_eq!(fs.faults_injected(), 2);
         fs.set_fault(None);
+        // The record was synced: a power loss keeps it.
+        let image = fs.crash_image(crate::fs::CrashImageOptions::POWER_LOSS);
+        let mut seen = Vec::new();
+        replay(&image, q, 2, false, |b| {
+            seen.push((b.first_seq, b.ops.len()));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen, vec![(1, 1)]);
     }
 
     #[test]

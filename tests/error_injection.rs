@@ -197,3 +197,53 @@ fn every_operation_fails_once() {
         t.first
     );
 }
+
+#[test]
+fn a_sync_mark_that_fails_when_a_wal_is_sealed_stops_writes() {
+    let fs = MemFs::new();
+    let dir = Path::new("/db");
+    let opts = || {
+        Options::default()
+            .file_system(Arc::new(fs.clone()) as Arc<dyn FileSystem>)
+            .auto_compaction(false)
+    };
+    let db = Db::open_with(dir, opts()).unwrap();
+    for i in 0..10u32 {
+        db.insert(format!("key{i:03}"), "v").unwrap();
+    }
+    let wals: Vec<String> = fs
+        .list(dir)
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.ends_with(".wal"))
+        .collect();
+    assert_eq!(wals.len(), 1, "{wals:?}");
+    // Sealing the memtable (here for `flush`) fsyncs its WAL, then appends a sync mark: the
+    // first write to that WAL from now on, which fails.
+    fs.set_fault(Some(FaultPlan {
+        index: 0,
+        kinds: vec![siltdb::fs::OpKind::Write],
+        persistent: false,
+        path_contains: Some(wals[0].clone()),
+    }));
+    let flushed = db.flush();
+    assert_eq!(fs.faults_injected(), 1);
+    fs.set_fault(None);
+    assert!(matches!(flushed, Err(siltdb::Error::Io(_))), "{flushed:?}");
+    // A failed write to the WAL stops writes (D7), this one too.
+    let later = db.insert("later", "v");
+    assert!(
+        matches!(later, Err(siltdb::Error::Poisoned(_))),
+        "{later:?}"
+    );
+    drop(db);
+    // The records before the mark were synced whole: every acknowledged write is there.
+    let db = Db::open_with(dir, opts()).unwrap();
+    for i in 0..10u32 {
+        assert_eq!(
+            db.get(format!("key{i:03}")).unwrap().as_deref(),
+            Some(&b"v"[..])
+        );
+    }
+    assert_eq!(db.get("later").unwrap(), None);
+}

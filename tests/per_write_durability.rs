@@ -79,3 +79,51 @@ fn the_history_survives_as_a_prefix_across_memtable_rotations() {
     assert!(lossy > 0);
     assert!(history::model(13, 300).len() > 100);
 }
+
+#[test]
+fn an_empty_batch_that_asks_for_a_sync_makes_the_writes_before_it_durable() {
+    let dir = Path::new("/db");
+    for sync_writes in [false, true] {
+        let fs = MemFs::new();
+        let db = Db::open_with(dir, common::mem_options(&fs).sync_writes(sync_writes)).unwrap();
+        db.write_with(
+            {
+                let mut b = siltdb::WriteBatch::new();
+                b.insert("unsynced", "v");
+                b
+            },
+            WriteOptions::new().sync(false),
+        )
+        .unwrap();
+        // Not synced yet: a power loss drops it.
+        let image = fs.crash_image(CrashImageOptions::POWER_LOSS);
+        assert_eq!(reopen(&image, dir).get("unsynced").unwrap(), None);
+        // An empty batch that asks for a sync (explicitly, or through `sync_writes`).
+        let opts = if sync_writes {
+            WriteOptions::default()
+        } else {
+            WriteOptions::new().sync(true)
+        };
+        db.write_with(siltdb::WriteBatch::new(), opts).unwrap();
+        let image = fs.crash_image(CrashImageOptions::POWER_LOSS);
+        assert_eq!(
+            reopen(&image, dir).get("unsynced").unwrap().as_deref(),
+            Some(&b"v"[..]),
+            "sync_writes {sync_writes}"
+        );
+        // One that does not ask for one syncs nothing.
+        db.write_with(
+            {
+                let mut b = siltdb::WriteBatch::new();
+                b.insert("later", "v");
+                b
+            },
+            WriteOptions::new().sync(false),
+        )
+        .unwrap();
+        db.write_with(siltdb::WriteBatch::new(), WriteOptions::new().sync(false))
+            .unwrap();
+        let image = fs.crash_image(CrashImageOptions::POWER_LOSS);
+        assert_eq!(reopen(&image, dir).get("later").unwrap(), None);
+    }
+}

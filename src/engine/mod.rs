@@ -56,7 +56,15 @@ struct Lifecycle {
     /// Why writes are refused, if they are: the failure itself (see [`Error::into_poison`]).
     poisoned: Option<Error>,
     shutting_down: bool,
+    /// `close` has begun (on some thread).
+    closing: bool,
     closed: bool,
+    /// A leader is starting a new WAL without the state lock (`seal_memtable`): `close`
+    /// waits for it, so that no file is created or synced after the handle let go of the
+    /// directory.
+    rotating: bool,
+    /// What the `close` that ran returned, for a `close` called meanwhile on another thread.
+    close_error: Option<Error>,
 }
 
 /// Everything guarded by the engine mutex, grouped by who uses it.
@@ -173,14 +181,24 @@ impl Core {
         &self.counters
     }
 
-    /// Stops the background threads (joining `threads`), syncs the WAL, deletes the files
-    /// still queued as obsolete and releases the directory lock. A second call is a no-op.
+    /// Stops the background threads (joining `threads`), waits for a memtable rotation under
+    /// way, syncs the WAL, deletes the files still queued as obsolete and releases the
+    /// directory lock. A call made while another thread closes waits for it and returns what
+    /// it returns; a call after that is a no-op.
     pub(crate) fn close(&self, threads: &Mutex<Vec<JoinHandle<()>>>) -> Result<()> {
         {
             let mut st = self.state.lock();
             if st.life.closed {
                 return Ok(());
             }
+            if st.life.closing {
+                // Another thread closes: its outcome is this call's too.
+                while !st.life.closed {
+                    self.done_cv.wait(&mut st);
+                }
+                return st.life.close_error.clone().map_or(Ok(()), Err);
+            }
+            st.life.closing = true;
             st.life.shutting_down = true;
             self.read.closed.store(true, Ordering::SeqCst);
         }
@@ -188,6 +206,14 @@ impl Core {
         self.env.obsolete.wake();
         for t in threads.lock().drain(..) {
             let _ = t.join();
+        }
+        // A leader that was starting a new WAL finishes that first (no leader starts one now
+        // that writes are refused): the WAL taken below is then the newest.
+        {
+            let mut st = self.state.lock();
+            while st.life.rotating {
+                self.done_cv.wait(&mut st);
+            }
         }
         // Take the WAL away so that a leader still inside `lead` fails with `Closed` instead of
         // appending after the final sync.
@@ -197,7 +223,11 @@ impl Core {
         };
         self.env.obsolete.purge();
         self.env.obsolete.close();
-        self.state.lock().life.closed = true;
+        {
+            let mut st = self.state.lock();
+            st.life.closed = true;
+            st.life.close_error = res.as_ref().err().cloned();
+        }
         self.notify_all();
         *self.lock.lock() = None;
         res

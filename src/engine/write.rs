@@ -353,6 +353,9 @@ impl Core {
         let (outcome, panicked) = match round {
             Ok(outcome) => (outcome, None),
             Err(payload) => {
+                // A panic in a rotation left it unfinished: `close` must not wait for it.
+                st.life.rotating = false;
+                self.done_cv.notify_all();
                 let cause = Error::other(format!(
                     "a write group's leader panicked: {}",
                     super::panic_message(&*payload)
@@ -645,6 +648,8 @@ impl Core {
     fn seal_memtable(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
         let number = self.file_numbers.fetch_add(1, Ordering::SeqCst);
         let path = filename::wal_path(&self.dir, number);
+        // `close` waits until this rotation is over (see `Lifecycle::rotating`).
+        st.life.rotating = true;
         let res = MutexGuard::unlocked(st, || -> Result<()> {
             // A WAL numbered past the limit would be ignored by the next open as a foreign
             // file, losing its writes: refuse to start one.
@@ -666,6 +671,8 @@ impl Core {
             *wal = Some(new_wal);
             Ok(())
         });
+        st.life.rotating = false;
+        self.done_cv.notify_all();
         if let Err(e) = res {
             if !matches!(e, Error::Closed) {
                 self.poison(st, &e);
@@ -732,9 +739,15 @@ impl Core {
         res
     }
 
-    /// `Ok` if writes are accepted now (for an empty batch).
-    pub(crate) fn writes_accepted(&self) -> Result<()> {
-        self.check_writable()
+    /// An empty batch: nothing to write, but `Ok` only if writes are accepted now, and, if
+    /// `opts` (or `sync_writes`) asks for a sync, only once the WAL is fsynced, so that every
+    /// write before it is as durable as a synced write's would make it.
+    pub(crate) fn write_empty(&self, opts: WriteOptions) -> Result<()> {
+        if opts.needs_sync(self.opts.sync_writes) {
+            self.sync_wal()
+        } else {
+            self.check_writable()
+        }
     }
 }
 
