@@ -81,11 +81,15 @@ pub(crate) fn wal_path(dir: &Path, n: u64) -> PathBuf {
     dir.join(wal_name(n))
 }
 
+/// The number in a file name, written as siltdb writes it: zero-padded to six digits, with
+/// no other leading zero (`000007`, `1234567`). Any other spelling (`7`, `0000007`) is not
+/// siltdb's: such a file is left alone, and two names never stand for one number.
 fn number(s: &str) -> Option<u64> {
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+    if s.len() < 6 || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    s.parse().ok().filter(|&n| n <= MAX_FILE_NUMBER)
+    let n: u64 = s.parse().ok().filter(|&n| n <= MAX_FILE_NUMBER)?;
+    (s.len() == 6 || !s.starts_with('0')).then_some(n)
 }
 
 /// Classifies a file name; `None` for names siltdb does not use.
@@ -134,6 +138,18 @@ mod tests {
         assert_eq!(parse("12.txt"), None);
         assert_eq!(parse("MANIFEST-"), None);
         assert_eq!(parse("+1.sst"), None);
+        // Only the spelling siltdb writes: six digits at least, no extra leading zero.
+        assert_eq!(parse("000007.wal"), Some(FileKind::Wal(7)));
+        assert_eq!(parse("1234567.sst"), Some(FileKind::Table(1234567)));
+        for foreign in [
+            "7.wal",
+            "00007.sst",
+            "0000007.wal",
+            "01234567.sst",
+            "MANIFEST-7",
+        ] {
+            assert_eq!(parse(foreign), None, "{foreign}");
+        }
         assert_eq!(
             parse(&table_name(MAX_FILE_NUMBER)),
             Some(FileKind::Table(MAX_FILE_NUMBER))

@@ -398,20 +398,27 @@ fn check_orphans(
             continue;
         }
         let path: PathBuf = dir.join(name);
-        // One that does not open was cut short by a crash: nothing to account for.
-        if let Ok(t) = crate::sstable::TableReader::open(fs, &path) {
-            let p = t.properties();
-            if p.entries > 0 && p.max_seq > last_seq {
-                return Err(Error::corruption(
-                    &path,
-                    0,
-                    format!(
-                        "table is not in the manifest but holds writes up to sequence {} \
-                         while the manifest and WALs end at {last_seq}: a manifest edit was lost",
-                        p.max_seq
-                    ),
-                ));
-            }
+        // One that does not read as a table was cut short by a crash: nothing to account
+        // for. One that cannot be read (an I/O error) may hold anything: the open fails
+        // rather than delete it.
+        let t = match crate::sstable::TableReader::open(fs, &path) {
+            Ok(t) => t,
+            Err(e) if e.is_corruption() => continue,
+            Err(e) => return Err(e),
+        };
+        // Its writes: entries, and range tombstones (a table may hold only those).
+        let range_dels = t.range_dels().filter(|f| !f.is_empty());
+        let b = crate::sstable::table_bounds(t.properties(), range_dels.map(|f| &**f));
+        if (b.entries > 0 || range_dels.is_some()) && b.max_seq > last_seq {
+            return Err(Error::corruption(
+                &path,
+                0,
+                format!(
+                    "table is not in the manifest but holds writes up to sequence {} \
+                     while the manifest and WALs end at {last_seq}: a manifest edit was lost",
+                    b.max_seq
+                ),
+            ));
         }
     }
     Ok(())
