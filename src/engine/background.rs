@@ -29,9 +29,9 @@ pub(super) struct BackgroundStatus {
     pub(super) flush_failures: u64,
     /// The manual compaction requested and not started or not finished: its id and key range.
     pub(super) manual: Option<(u64, KeyRange)>,
-    /// The last manual compaction finished, and how it failed if it did.
-    pub(super) manual_done: u64,
-    pub(super) manual_error: Option<(u64, Error)>,
+    /// The outcome of each manual compaction that finished and whose caller has not taken
+    /// it yet, by id (callers may be served in any order: each waits for its own).
+    pub(super) manual_results: std::collections::HashMap<u64, Result<()>>,
     pub(super) next_manual: u64,
     /// True while the compaction thread runs a job.
     compaction_running: bool,
@@ -295,10 +295,7 @@ impl Core {
             st.bg.compaction_running = false;
             if let Some((id, _)) = manual {
                 st.bg.manual = None;
-                st.bg.manual_done = id;
-                if let Err(e) = &res {
-                    st.bg.manual_error = Some((id, e.clone()));
-                }
+                st.bg.manual_results.insert(id, res.clone());
             }
             drop(st);
             self.done_cv.notify_all();

@@ -10,7 +10,7 @@
 
 use super::Core;
 use crate::compaction::manual;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::iter::KeyRange;
 use crate::version::NUM_LEVELS;
 use std::sync::atomic::Ordering;
@@ -24,25 +24,25 @@ impl Core {
         self.writable(&st)?;
         st.bg.next_manual += 1;
         let id = st.bg.next_manual;
+        // One request at a time: wait for the slot. Writes stopped (a failure, or a panic of
+        // the compaction thread, which then never frees it) or closing end the wait.
         while st.bg.manual.is_some() {
             self.done_cv.wait_for(&mut st, Duration::from_millis(100));
-            if st.life.shutting_down {
-                return Err(Error::Closed);
-            }
+            self.writable(&st)?;
         }
         st.bg.manual = Some((id, range));
         self.bg_cv.notify_all();
-        while st.bg.manual_done < id {
-            if st.life.shutting_down {
-                return Err(Error::Closed);
+        // Then for this request's own outcome (not the last one finished: requests that
+        // waited for the slot together may take it in any order).
+        let outcome = loop {
+            if let Some(outcome) = st.bg.manual_results.remove(&id) {
+                break outcome;
             }
+            // (Its job may still run and finish: that outcome is then kept for no one.)
+            self.writable(&st)?;
             self.done_cv.wait_for(&mut st, Duration::from_millis(100));
-        }
-        if let Some((eid, e)) = &st.bg.manual_error {
-            if *eid == id {
-                return Err(e.clone());
-            }
-        }
+        };
+        outcome?;
         drop(st);
         while !self.env.obsolete.wait_idle(Duration::from_millis(100)) {
             self.read.check_open()?;

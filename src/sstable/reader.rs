@@ -219,21 +219,33 @@ impl TableReader {
         };
         let file_size = file.len();
         let corrupt = |offset: u64, detail: String| Error::corruption(path, offset, detail);
-        if file_size < FOOTER_LEN as u64 {
-            return Err(corrupt(
-                0,
-                format!(
-                    "file of {file_size} bytes is too short to be an SSTable (the footer alone is {FOOTER_LEN})"
-                ),
-            ));
-        }
-        let footer_at = file_size - FOOTER_LEN as u64;
-        let mut fbuf = [0u8; FOOTER_LEN];
-        file.read_exact_at(&mut fbuf, footer_at)
-            .map_err(|e| io_context("read", path, e))?;
-        let footer = Footer::decode(&fbuf)
-            .map_err(|e| corrupt(footer_at + e.field_offset(), e.to_string()))?;
+        let footer = (|| {
+            if file_size < FOOTER_LEN as u64 {
+                return Err(corrupt(
+                    0,
+                    format!(
+                        "file of {file_size} bytes is too short to be an SSTable (the footer alone is {FOOTER_LEN})"
+                    ),
+                ));
+            }
+            let footer_at = file_size - FOOTER_LEN as u64;
+            let mut fbuf = [0u8; FOOTER_LEN];
+            file.read_exact_at(&mut fbuf, footer_at)
+                .map_err(|e| io_context("read", path, e))?;
+            Footer::decode(&fbuf).map_err(|e| corrupt(footer_at + e.field_offset(), e.to_string()))
+        })();
         drop(file);
+        let footer = match footer {
+            Ok(f) => f,
+            Err(e) => {
+                // No reader owns the descriptor the table cache opened for it (a reader's
+                // drop closes it): close it here, or each failed open would keep one.
+                if let Source::Cached(c) = &source {
+                    c.files.forget(id);
+                }
+                return Err(e);
+            }
+        };
         let mut reader = TableReader {
             source,
             id,
@@ -937,6 +949,42 @@ mod tests {
     use crate::sstable::{BuildOptions, TableBuilder};
 
     const PATH: &str = "/t/000001.sst";
+
+    #[test]
+    fn a_table_that_fails_to_open_leaves_no_descriptor_in_the_table_cache() {
+        let fs = MemFs::new();
+        let whole = table_bytes(&fs);
+        let caches = TableCaches {
+            fs: Arc::new(fs.clone()),
+            files: Arc::new(TableCache::new(16)),
+            blocks: None,
+        };
+        // Too short for a footer, a damaged footer, a damaged block behind a good footer.
+        let mut bad_footer = whole.clone();
+        let n = bad_footer.len();
+        bad_footer[n - 1] ^= 0xff;
+        // (The block just before the footer, which an open reads.)
+        let mut bad_block = whole.clone();
+        bad_block[n - FOOTER_LEN - 10] ^= 0xff;
+        for (what, bytes) in [
+            ("short", &whole[..10]),
+            ("footer", &bad_footer[..]),
+            ("block", &bad_block[..]),
+        ] {
+            fs.write_file(Path::new(PATH), bytes).unwrap();
+            for _ in 0..3 {
+                let e = TableReader::open_cached(&caches, Path::new(PATH)).unwrap_err();
+                assert!(e.is_corruption(), "{what}: {e:?}");
+                assert_eq!(caches.files.open_files(), 0, "{what}");
+            }
+        }
+        // A good one holds its descriptor until it is dropped.
+        fs.write_file(Path::new(PATH), &whole).unwrap();
+        let r = TableReader::open_cached(&caches, Path::new(PATH)).unwrap();
+        assert_eq!(caches.files.open_files(), 1);
+        drop(r);
+        assert_eq!(caches.files.open_files(), 0);
+    }
 
     /// A table of 200 entries in several data blocks, with a filter.
     fn table_bytes(fs: &MemFs) -> Vec<u8> {
