@@ -228,9 +228,17 @@ pub(crate) fn table_iter(table: Arc<TableReader>, range: KeyRange, cache: CacheU
         }
         Bound::Unbounded => 0,
     };
+    // The last block to read: the first whose index key is past the bound. For an
+    // inclusive bound that is past `hi` itself: a block may end with a version of `hi` whose
+    // older versions start the next block (or the next few), and a reader at an older
+    // sequence number needs those.
     let end = match &range.hi {
-        Bound::Included(hi) | Bound::Excluded(hi) => {
+        Bound::Excluded(hi) => {
             let i = index.partition_point(|e| key::user_key(&e.last_key) < &hi[..]);
+            (i + 1).min(index.len())
+        }
+        Bound::Included(hi) => {
+            let i = index.partition_point(|e| key::user_key(&e.last_key) <= &hi[..]);
             (i + 1).min(index.len())
         }
         Bound::Unbounded => index.len(),
