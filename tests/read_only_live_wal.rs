@@ -55,3 +55,46 @@ fn read_only_opens_during_a_load_see_every_acknowledged_write() {
     writer.join().unwrap();
     assert!(opens >= 3, "only {opens} opens ran while the writer wrote");
 }
+
+#[test]
+fn read_only_opens_while_a_writer_replaces_its_manifest_never_report_corruption() {
+    // A writer that reopens again and again writes a new manifest each time and removes the
+    // old one: a read-only open that read CURRENT just before must follow it to the new one,
+    // not call the database corrupt. (Other failures of such an open are I/O errors: a WAL
+    // removed under it.)
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Db::open_with(dir.path(), Options::default().auto_compaction(false)).unwrap();
+        for i in 0..100 {
+            db.insert(key(i), "v").unwrap();
+        }
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (stop, path) = (stop.clone(), dir.path().to_path_buf());
+        std::thread::spawn(move || {
+            let mut reopens = 0u32;
+            while !stop.load(Ordering::Relaxed) && reopens < 2_000 {
+                // No compaction: no table is removed under a read-only handle.
+                let db = Db::open_with(&path, Options::default().auto_compaction(false)).unwrap();
+                db.insert(key(u64::from(reopens)), "w").unwrap();
+                drop(db);
+                reopens += 1;
+            }
+            reopens
+        })
+    };
+    let mut opened = 0;
+    for _ in 0..300 {
+        match Db::open_read_only(dir.path()) {
+            Ok(_) => opened += 1,
+            Err(e) => assert!(!e.is_corruption(), "{e:?}"),
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let reopens = writer.join().unwrap();
+    assert!(
+        opened > 0 && reopens > 0,
+        "{opened} read-only opens, {reopens} reopens"
+    );
+}

@@ -68,3 +68,42 @@ fn a_large_wal_replays_into_several_bounded_tables() {
     let got: Vec<(Vec<u8>, Vec<u8>)> = db.iter().map(|r| r.unwrap()).collect();
     assert_eq!(got, want);
 }
+
+#[test]
+fn an_open_that_fails_during_replay_leaves_no_tables_behind() {
+    // A WAL of ~1 MB with a damaged record at ~70% of it, valid ones after: replay writes
+    // several L0 tables (64 KiB memtables) before it meets the damage, and the open fails
+    // with corruption. The tables it wrote go with it, however often the open is retried.
+    let dir = tempfile::tempdir().unwrap();
+    let big = || Options::default().memtable_size(64 << 20);
+    {
+        let db = Db::open_with(dir.path(), big()).unwrap();
+        for i in 0..8_000u32 {
+            db.insert(key(i), format!("value-{i}-{}", "x".repeat(100)))
+                .unwrap();
+        }
+        db.close().unwrap();
+    }
+    let wal = common::files_with_ext(dir.path(), "wal").pop().unwrap();
+    let mut bytes = std::fs::read(&wal).unwrap();
+    assert!(bytes.len() > 900_000, "{}", bytes.len());
+    let at = bytes.len() * 7 / 10;
+    bytes[at] ^= 0x55;
+    std::fs::write(&wal, &bytes).unwrap();
+    let small = || {
+        Options::default()
+            .memtable_size(64 << 10)
+            .auto_compaction(false)
+    };
+    for _ in 0..2 {
+        let err = match Db::open_with(dir.path(), small()) {
+            Ok(_) => panic!("a damaged record with valid ones after it must fail the open"),
+            Err(e) => e,
+        };
+        assert!(err.is_corruption(), "{err:?}");
+        assert_eq!(
+            common::files_with_ext(dir.path(), "sst"),
+            Vec::<std::path::PathBuf>::new()
+        );
+    }
+}

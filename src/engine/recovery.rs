@@ -121,7 +121,11 @@ pub(super) fn recover(
         .min(usize::try_from(opts.target_table_size).unwrap_or(usize::MAX))
         .max(1);
     let mut recovered = Memtable::new(0);
-    let mut parts: Vec<JobOutput> = Vec::new();
+    let mut parts = UncommittedParts {
+        fs: fs.as_ref(),
+        dir,
+        list: Vec::new(),
+    };
     let mut seqs = SeqCheck::new(versions.last_sequence());
     // Where a WAL was cut at pages a power loss lost: only the last WAL written can end so
     // (each earlier one was synced whole before the next got a record).
@@ -146,14 +150,14 @@ pub(super) fn recover(
                 // tree together, so a batch still appears whole (and a WAL of an older
                 // version, whose batches could hold more operations, still fits).
                 if !opts.read_only && recovered.is_full() {
-                    parts.push(seal_part(&ctx, &versions, &mut recovered)?);
+                    parts.list.push(seal_part(&ctx, &versions, &mut recovered)?);
                 }
                 // The operation slices the record: the memtable counts the bytes it keeps.
                 recovered.count_shared(op.key.len() + op.value.len());
                 super::write::apply_op(&recovered, op.kind, op.key, op.value, seq)?;
             }
             if !opts.read_only && recovered.approx_bytes() >= part_limit {
-                parts.push(seal_part(&ctx, &versions, &mut recovered)?);
+                parts.list.push(seal_part(&ctx, &versions, &mut recovered)?);
             }
             Ok(())
         })?;
@@ -190,6 +194,8 @@ pub(super) fn recover(
             last_seq,
         });
     }
+    // From here a failure may come after the manifest lists the parts: they stay.
+    let parts = std::mem::take(&mut parts.list);
     let new_wal = flush_recovered(&ctx, &mut versions, parts, &recovered, last_seq)?;
     let wal_path = filename::wal_path(dir, new_wal);
     let writer = WalWriter::create(fs.as_ref(), &wal_path, new_wal, opts.log_writes)?;
@@ -222,7 +228,7 @@ fn open_versions(ctx: &Ctx<'_>, files: &[(String, FileKind)]) -> Result<VersionS
     );
     let versions = match vset::read_current(fs.as_ref(), dir)? {
         Some(number) => {
-            let st = vset::replay_manifest(fs.as_ref(), dir, number)?;
+            let st = replay_current_manifest(fs.as_ref(), dir, number, ctx.opts.read_only)?;
             VersionSet::from_state(fs.clone(), &env, &st)
         }
         None => {
@@ -352,6 +358,70 @@ fn flush_recovered(
         log::info!("recovered the WALs into {tables} L0 tables ({bytes} bytes)");
     }
     Ok(new_wal)
+}
+
+/// Replays manifest `number`, which `CURRENT` named. A read-only open may run beside a
+/// writer that replaces its manifest (at every open, and when it grows large) between the
+/// read of `CURRENT` and the open of the manifest: if the manifest is gone and `CURRENT` now
+/// names another, that one is replayed instead (a few times at most), rather than calling a
+/// healthy database corrupt. A writer holds the directory's lock, so nothing replaces its
+/// manifest under it: for it, a missing manifest is the corruption it reads as.
+fn replay_current_manifest(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    mut number: u64,
+    read_only: bool,
+) -> Result<vset::ManifestState> {
+    let mut retries = 0;
+    loop {
+        match vset::replay_manifest(fs, dir, number) {
+            Err(e)
+                if read_only
+                    && retries < 8
+                    && e.is_corruption()
+                    && !fs.exists(&dir.join(filename::manifest_name(number))) =>
+            {
+                match vset::read_current(fs, dir)? {
+                    Some(n) if n != number => {
+                        log::info!(
+                            "{}: the manifest was replaced while opening; reading {}",
+                            dir.display(),
+                            filename::manifest_name(n)
+                        );
+                        number = n;
+                        retries += 1;
+                    }
+                    _ => return Err(e),
+                }
+            }
+            res => return res,
+        }
+    }
+}
+
+/// The L0 tables replay wrote that no manifest edit lists yet. If the open fails before
+/// they are handed to the edit (a later WAL is damaged, an orphan check fails), they are
+/// removed: the WALs still hold their writes, and an open retried again and again would
+/// otherwise leave a new set each time.
+struct UncommittedParts<'a> {
+    fs: &'a dyn FileSystem,
+    dir: &'a Path,
+    list: Vec<JobOutput>,
+}
+
+impl Drop for UncommittedParts<'_> {
+    fn drop(&mut self) {
+        for out in self.list.drain(..) {
+            let JobOutput { edit, opened, .. } = out;
+            drop(opened);
+            for (_, meta) in edit.added {
+                let path = filename::table_path(self.dir, meta.number);
+                if let Err(e) = self.fs.remove(&path) {
+                    log::warn!("{}: not removed after a failed open: {e}", path.display());
+                }
+            }
+        }
+    }
 }
 
 /// Writes `mem` out as [`flush_part`] does, and starts the next part in an empty memtable.
