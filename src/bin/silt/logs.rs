@@ -113,8 +113,12 @@ fn finish(
 pub fn wal_dump(file: &Path, hex: bool, json: bool) -> Result<(), CliError> {
     let (records, end) = read(file)?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut malformed = None;
     for r in &records {
         let ops = inspect::decode_wal_payload(&r.payload);
+        if ops.is_none() {
+            malformed.get_or_insert(r.offset);
+        }
         let rec = Record {
             offset: r.offset,
             length: r.len,
@@ -194,8 +198,20 @@ pub fn wal_dump(file: &Path, hex: bool, json: bool) -> Result<(), CliError> {
         }
     }
     finish(file, &end, json, &mut out)?;
-    std::io::Write::flush(&mut out).ok();
-    Ok(())
+    crate::output::flush(&mut out)?;
+    malformed_is_corrupt(file, malformed, "record's payload")
+}
+
+/// A record whose checksum is right but whose contents do not decode is corruption (recovery
+/// refuses the file): after the dump shows it, the command fails at the first one.
+fn malformed_is_corrupt(file: &Path, first: Option<u64>, what: &str) -> Result<(), CliError> {
+    match first {
+        None => Ok(()),
+        Some(offset) => Err(CliError::input(format!(
+            "corrupt file {} at offset {offset}: the {what} does not decode though its checksum is right",
+            file.display()
+        ))),
+    }
 }
 
 fn edit_json(e: &inspect::VersionEdit) -> serde_json::Value {
@@ -231,8 +247,12 @@ pub fn manifest_dump(dir: &Path, json: bool) -> Result<(), CliError> {
     if !json {
         line(&mut out, &format!("manifest {}", path.display()))?;
     }
+    let mut malformed = None;
     for r in &records {
         let edit = inspect::decode_manifest_payload(&r.payload);
+        if edit.is_err() {
+            malformed.get_or_insert(r.offset);
+        }
         if json {
             let rec = Record {
                 offset: r.offset,
@@ -303,6 +323,6 @@ pub fn manifest_dump(dir: &Path, json: bool) -> Result<(), CliError> {
         }
     }
     finish(&path, &end, json, &mut out)?;
-    std::io::Write::flush(&mut out).ok();
-    Ok(())
+    crate::output::flush(&mut out)?;
+    malformed_is_corrupt(&path, malformed, "edit")
 }

@@ -91,22 +91,31 @@ pub fn show(b: &[u8], as_hex: bool) -> String {
     }
 }
 
+/// The byte two ASCII hex digits spell.
+fn hex_pair(h: u8, l: u8) -> u8 {
+    let v = |d: u8| char::from(d).to_digit(16).unwrap_or(0) as u8;
+    (v(h) << 4) | v(l)
+}
+
 /// Parses a key given on the command line: hex with `--hex`, else text where `\xHH` escapes
 /// a byte and `\\` a backslash.
 pub fn parse_key(s: &str, as_hex: bool) -> Result<Vec<u8>, CliError> {
     if as_hex {
+        if !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(CliError::input(format!(
+                "hex key {s:?} has a non-hex digit"
+            )));
+        }
         if !s.len().is_multiple_of(2) {
             return Err(CliError::input(format!(
                 "hex key {s:?} has an odd number of digits"
             )));
         }
-        return (0..s.len())
-            .step_by(2)
-            .map(|i| {
-                u8::from_str_radix(&s[i..i + 2], 16)
-                    .map_err(|_| CliError::input(format!("hex key {s:?} has a non-hex digit")))
-            })
-            .collect();
+        return Ok(s
+            .as_bytes()
+            .chunks(2)
+            .map(|p| hex_pair(p[0], p[1]))
+            .collect());
     }
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
@@ -118,10 +127,10 @@ pub fn parse_key(s: &str, as_hex: bool) -> Result<Vec<u8>, CliError> {
                 i += 2;
                 continue;
             }
-            if bytes[i + 1] == b'x' && i + 3 < bytes.len() + 1 {
-                if let Some(h) = s.get(i + 2..i + 4) {
-                    if let Ok(v) = u8::from_str_radix(h, 16) {
-                        out.push(v);
+            if bytes[i + 1] == b'x' {
+                if let Some(&[h, l]) = bytes.get(i + 2..i + 4) {
+                    if h.is_ascii_hexdigit() && l.is_ascii_hexdigit() {
+                        out.push(hex_pair(h, l));
                         i += 4;
                         continue;
                     }
@@ -137,6 +146,19 @@ pub fn parse_key(s: &str, as_hex: bool) -> Result<Vec<u8>, CliError> {
 /// Writes a line to stdout; a closed pipe (`silt ... | head`) ends the program quietly.
 pub fn line(out: &mut impl Write, s: &str) -> Result<(), CliError> {
     match writeln!(out, "{s}") {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Err(CliError {
+            code: 0,
+            message: String::new(),
+        }),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Flushes what [`line`] wrote: a closed pipe ends the program quietly, any other failure
+/// (a full disk under a redirect) is an error, never a silent exit 0.
+pub fn flush(out: &mut impl Write) -> Result<(), CliError> {
+    match out.flush() {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Err(CliError {
             code: 0,
@@ -167,6 +189,17 @@ mod tests {
         assert!(parse_key("0", true).is_err());
         assert!(parse_key("zz", true).is_err());
         assert_eq!(parse_key("plain", false).unwrap(), b"plain");
+        // Only hex digits: no sign, no multi-byte character (which once split a char).
+        assert_eq!(parse_key("AbCd", true).unwrap(), vec![0xab, 0xcd]);
+        for bad in ["+f", "+f+f", "a\u{e9}b", "\u{e9}\u{e9}", " 0"] {
+            assert!(parse_key(bad, true).is_err(), "{bad:?}");
+        }
+        assert_eq!(parse_key("\\x+f", false).unwrap(), b"\\x+f");
+        assert_eq!(
+            parse_key("\\x\u{e9}", false).unwrap(),
+            "\\x\u{e9}".as_bytes()
+        );
+        assert_eq!(parse_key("\\x4A", false).unwrap(), b"J");
         assert_eq!(parse_key("\\x4", false).unwrap(), b"\\x4");
     }
 }

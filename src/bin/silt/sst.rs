@@ -462,7 +462,9 @@ fn raw_block(file: &Path, offset: u64, size: u64) -> Result<Vec<u8>, CliError> {
     use std::os::unix::fs::FileExt;
     let f = std::fs::File::open(file)
         .map_err(|e| CliError::input(format!("{}: {e}", file.display())))?;
-    let mut buf = vec![0u8; size as usize];
+    let size = usize::try_from(size)
+        .map_err(|_| CliError::input(format!("{}: a block of {size} bytes", file.display())))?;
+    let mut buf = vec![0u8; size];
     f.read_exact_at(&mut buf, offset)
         .map_err(|e| CliError::input(format!("{}: reading filter block: {e}", file.display())))?;
     Ok(buf)
@@ -499,7 +501,12 @@ fn read_filter_block(file: &Path) -> Result<Option<(BlockHandle, Vec<u8>)>, CliE
     let Some(fh) = footer.filter else {
         return Ok(None);
     };
-    if fh.offset + fh.size + 5 > footer_at {
+    // Checked: the handle comes from the file (a forged one must not wrap around).
+    let end = fh
+        .offset
+        .checked_add(fh.size)
+        .and_then(|e| e.checked_add(5));
+    if end.is_none_or(|e| e > footer_at) {
         return Err(corrupt_at(
             file,
             footer_at + 16,
@@ -1270,7 +1277,20 @@ pub fn verify(file: &Path, json: bool) -> Result<(), CliError> {
                 let mut last: Option<(Vec<u8>, u64)> = None;
                 let mut count = 0u64;
                 for e in t.entries() {
-                    let e = e?;
+                    // A block whose checksum passed but whose contents do not fit the table
+                    // (keys outside its index range, an empty block) is a problem found,
+                    // like any other.
+                    let e = match e {
+                        Ok(e) => e,
+                        Err(siltdb::Error::Corruption { offset, detail, .. }) => {
+                            problems.push(Problem {
+                                offset,
+                                what: detail,
+                            });
+                            break;
+                        }
+                        Err(other) => return Err(other.into()),
+                    };
                     if let Some((lk, ls)) = &last {
                         if (lk.as_slice(), std::cmp::Reverse(*ls))
                             >= (e.key.as_slice(), std::cmp::Reverse(e.seq))
