@@ -126,3 +126,30 @@ fn an_orphan_table_of_range_deletes_newer_than_the_manifest_is_corruption() {
     assert!(err.is_corruption(), "{err:?}");
     assert!(before.path().join(&new_tables[0]).exists());
 }
+
+#[test]
+fn unlisted_tables_are_kept_while_the_manifest_lists_missing_ones() {
+    // A table the manifest lists is gone (damage, or a manifest cut before the edit that
+    // replaced it): a table the manifest does not list may then hold the only copy of its
+    // data, so the open keeps it (and reads of the missing table fail as corruption).
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Db::open_with(dir.path(), Options::default().auto_compaction(false)).unwrap();
+        db.insert("a", "1").unwrap();
+        db.flush().unwrap();
+        db.insert("b", "2").unwrap();
+        db.flush().unwrap();
+    }
+    let mut tables = common::files_with_ext(dir.path(), "sst");
+    tables.sort();
+    assert_eq!(tables.len(), 2, "{tables:?}");
+    let unlisted = dir.path().join("999999.sst");
+    std::fs::copy(&tables[1], &unlisted).unwrap();
+    std::fs::remove_file(&tables[0]).unwrap();
+    {
+        let db = Db::open_with(dir.path(), Options::default().auto_compaction(false)).unwrap();
+        assert!(db.get("a").unwrap_err().is_corruption());
+        assert_eq!(db.get("b").unwrap().map(Vec::from), Some(b"2".to_vec()));
+    }
+    assert!(unlisted.exists());
+}

@@ -504,9 +504,27 @@ fn remove_unreferenced(
 ) -> Result<()> {
     let live: HashSet<u64> = versions.current().live_numbers().into_iter().collect();
     let current_manifest = versions.manifest_number();
-    for (name, kind) in vset::list_files(fs, dir)? {
+    let files = vset::list_files(fs, dir)?;
+    // Tables the manifest lists but the directory lacks mean a damaged directory (or a
+    // manifest cut before its last edits, whose tables may be among those it does not
+    // list, holding the only copy of what they compacted): keep every table then, and say so.
+    let present: HashSet<u64> = files
+        .iter()
+        .filter_map(|(_, k)| match k {
+            FileKind::Table(n) => Some(*n),
+            _ => None,
+        })
+        .collect();
+    let missing = live.iter().filter(|n| !present.contains(n)).count();
+    if missing > 0 {
+        log::warn!(
+            "{}: {missing} tables the manifest lists are missing: tables it does not list are kept",
+            dir.display()
+        );
+    }
+    for (name, kind) in files {
         let obsolete = match kind {
-            FileKind::Table(n) => !live.contains(&n),
+            FileKind::Table(n) => !live.contains(&n) && missing == 0,
             FileKind::Wal(n) => n != wal,
             FileKind::Manifest(n) => Some(n) != current_manifest,
             FileKind::Temp(_) => true,

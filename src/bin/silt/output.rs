@@ -155,7 +155,7 @@ pub fn line(out: &mut impl Write, s: &str) -> Result<(), CliError> {
     }
 }
 
-/// Flushes what [`line`] wrote: a closed pipe ends the program quietly, any other failure
+/// Flushes what [`line()`] wrote: a closed pipe ends the program quietly, any other failure
 /// (a full disk under a redirect) is an error, never a silent exit 0.
 pub fn flush(out: &mut impl Write) -> Result<(), CliError> {
     match out.flush() {
