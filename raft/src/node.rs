@@ -70,6 +70,9 @@ pub struct Node {
     id: NodeId,
     raft: Raft,
     db: Arc<siltdb::Db>,
+    /// Bytes received so far of each snapshot being streamed to this node, by snapshot id
+    /// (see [`Node::snapshot_chunk_fits`]).
+    snapshot_progress: Arc<std::sync::Mutex<std::collections::HashMap<String, u64>>>,
 }
 
 impl Node {
@@ -91,6 +94,7 @@ impl Node {
             id: config.id,
             raft,
             db,
+            snapshot_progress: Arc::default(),
         };
         if !init.is_empty() {
             node.initialize(init).await?;
@@ -141,6 +145,30 @@ impl Node {
         }
     }
 
+    /// The end of `rpc`'s chunk if it continues what this node holds of its snapshot: a
+    /// peer streams a snapshot in order, each chunk at the offset where the last one ended
+    /// (or again at an earlier one, a retry). A chunk that skips ahead would make openraft's
+    /// receiver grow its buffer to the offset, zero-filled: one forged frame with an offset of
+    /// 2^40 would abort the process. `None` for such a chunk.
+    fn snapshot_chunk_fits(
+        &self,
+        rpc: &openraft::raft::InstallSnapshotRequest<crate::TypeConfig>,
+    ) -> Option<u64> {
+        let end = rpc
+            .offset
+            .checked_add(u64::try_from(rpc.data.len()).ok()?)?;
+        let held = if rpc.offset == 0 {
+            0
+        } else {
+            let p = self
+                .snapshot_progress
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            p.get(&rpc.meta.snapshot_id).copied().unwrap_or(0)
+        };
+        (rpc.offset <= held).then_some(end)
+    }
+
     async fn serve(self, mut stream: TcpStream) {
         loop {
             let msg: Message = match wire::read_frame(&mut stream).await {
@@ -155,7 +183,27 @@ impl Node {
                     wire::write_frame(&mut stream, &self.raft.vote(rpc).await).await
                 }
                 Message::Snapshot(rpc) => {
-                    wire::write_frame(&mut stream, &self.raft.install_snapshot(rpc).await).await
+                    let Some(end) = self.snapshot_chunk_fits(&rpc) else {
+                        // Not a chunk a peer sends: the connection ends (a peer would retry).
+                        return;
+                    };
+                    let (id, done) = (rpc.meta.snapshot_id.clone(), rpc.done);
+                    let reply = self.raft.install_snapshot(rpc).await;
+                    if reply.is_ok() {
+                        let mut p = self
+                            .snapshot_progress
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner());
+                        if done {
+                            p.remove(&id);
+                        } else {
+                            // Only the newest stream is kept, as openraft keeps only one.
+                            p.retain(|k, _| *k == id);
+                            let got = p.entry(id).or_insert(0);
+                            *got = (*got).max(end);
+                        }
+                    }
+                    wire::write_frame(&mut stream, &reply).await
                 }
                 Message::Client(req) => {
                     let reply = self.client(req).await;

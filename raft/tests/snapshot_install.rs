@@ -107,3 +107,48 @@ fn follower_behind_a_purged_log_catches_up_by_snapshot() {
         Some("snapshot")
     );
 }
+
+#[test]
+fn a_snapshot_chunk_that_skips_ahead_is_refused_and_the_node_lives_on() {
+    // Frames no peer sends, under a vote high enough for openraft to take them: the first
+    // chunk of a snapshot, then a chunk of it at an offset of 2^40 bytes. Handed on, the
+    // second would make openraft's receiver grow its buffer to the offset (1 TiB of zeros)
+    // and abort the process. The node closes the connection instead and goes on serving.
+    let dir = tempfile::tempdir().unwrap();
+    let exe = Path::new(env!("CARGO_BIN_EXE_siltdb-raft-node"));
+    let cluster = LocalCluster::start(exe, dir.path(), 1, &[]).unwrap();
+    let leader = cluster.wait_leader(Duration::from_secs(30), &[]).unwrap();
+    let addr = cluster.addr(leader).to_string();
+    let chunk = |offset: u64| {
+        siltdb_raft::wire::Message::Snapshot(openraft::raft::InstallSnapshotRequest {
+            vote: openraft::Vote::new_committed(u64::MAX / 2, 7),
+            meta: openraft::SnapshotMeta {
+                last_log_id: None,
+                last_membership: Default::default(),
+                snapshot_id: "forged".into(),
+            },
+            offset,
+            data: vec![0],
+            done: false,
+        })
+    };
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let first: std::io::Result<serde_json::Value> =
+        siltdb_raft::wire::call_blocking(&mut s, &chunk(0));
+    assert!(first.is_ok(), "{first:?}");
+    let second: std::io::Result<serde_json::Value> =
+        siltdb_raft::wire::call_blocking(&mut s, &chunk(1 << 40));
+    assert!(
+        second.is_err(),
+        "the chunk past the stream got an answer: {second:?}"
+    );
+    let status = siltdb_raft::client::status(&addr).expect("the node still answers");
+    assert_eq!(status.id, leader);
+    let mut c = Client::new(cluster.addrs());
+    c.put("after", "the forged chunks").unwrap();
+    assert_eq!(
+        c.get_local(&addr, "after").unwrap().as_deref(),
+        Some("the forged chunks")
+    );
+}

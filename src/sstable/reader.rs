@@ -284,6 +284,18 @@ impl TableReader {
             let raw = reader.read_block(h, BlockKind::Filter, &mut cost)?;
             let f = filter::decode(&raw)
                 .map_err(|e| corrupt(h.offset.saturating_add(e.offset), e.detail))?;
+            // A filter over no keys answers "absent" for every key: in a table with keys it
+            // would hide them all (no writer makes one: a table's filter holds a hash for
+            // each of its user keys).
+            if matches!(f, Filter::Empty) && reader.properties.user_keys > 0 {
+                return Err(corrupt(
+                    h.offset,
+                    format!(
+                        "filter over no keys in a table of {} user keys",
+                        reader.properties.user_keys
+                    ),
+                ));
+            }
             // The filter holds one hash per distinct user key (fewer if neighbours collide).
             if f.keys() > reader.properties.user_keys {
                 return Err(corrupt(
@@ -1004,6 +1016,33 @@ mod tests {
         }
         b.finish().unwrap();
         fs.read_file(Path::new(PATH)).unwrap()
+    }
+
+    #[test]
+    fn a_filter_over_no_keys_in_a_table_with_keys_is_corruption() {
+        // The filter's key count forged to 0 with both checksums made right again: such a
+        // filter would say "absent" for every key of the table.
+        let fs = MemFs::new();
+        let mut bytes = table_bytes(&fs);
+        let good = TableReader::open(&fs, Path::new(PATH)).unwrap();
+        let h = good.footer().filter.expect("a filter");
+        drop(good);
+        let (at, size) = (h.offset as usize, h.size as usize);
+        {
+            let block = &mut bytes[at..at + size];
+            let t = block.len() - crate::filter::TRAILER_LEN;
+            block[t + 16..t + 24].fill(0);
+            crate::filter::reseal(block);
+        }
+        let crc = crate::sstable::format::block_crc(
+            &bytes[at..at + size],
+            BlockKind::Filter as u8,
+            h.offset,
+        );
+        bytes[at + size + 1..at + size + 5].copy_from_slice(&crc.to_le_bytes());
+        fs.write_file(Path::new(PATH), &bytes).unwrap();
+        let e = TableReader::open(&fs, Path::new(PATH)).unwrap_err();
+        assert!(e.is_corruption(), "{e:?}");
     }
 
     /// Rewrites the index block (with `handles` changed) and the properties block of a table,
