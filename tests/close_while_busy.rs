@@ -7,12 +7,12 @@
 
 mod common;
 
-use common::hooked_fs::{hold_dir_sync_of, HeldDirSync, HookedFs};
+use common::hooked_fs::{hold_dir_sync_of, hold_once, HeldDirSync, HookedFs};
 use siltdb::fs::{FaultPlan, FileSystem, MemFs, OpKind};
 use siltdb::{Db, Error};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 #[test]
@@ -89,25 +89,13 @@ fn close_during_a_rotation_waits_for_it_and_keeps_every_acknowledged_write() {
 fn a_close_called_while_another_runs_returns_its_outcome() {
     // Holds the first fsync of a file once armed (the final WAL sync of `close`), which the
     // fault plan then fails.
-    let armed = Arc::new(AtomicBool::new(false));
-    let (entered_tx, entered) = mpsc::channel::<()>();
-    let (release, release_rx) = mpsc::channel::<()>();
-    let (entered_tx, release_rx) = (Mutex::new(entered_tx), Mutex::new(release_rx));
-    let hook_armed = armed.clone();
+    let (hook, armed, entered, release) = hold_once(|| true);
     let fs = HookedFs {
         inner: MemFs::new(),
         on_open: None,
         on_remove: None,
         on_sync_dir: None,
-        on_sync: Some(Arc::new(move |_: &Path| {
-            if hook_armed.swap(false, Ordering::SeqCst) {
-                entered_tx.lock().unwrap().send(()).unwrap();
-                let _ = release_rx
-                    .lock()
-                    .unwrap()
-                    .recv_timeout(Duration::from_secs(20));
-            }
-        })),
+        on_sync: Some(hook),
     };
     let opts = common::small_options()
         .auto_compaction(false)

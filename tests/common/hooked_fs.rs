@@ -117,27 +117,13 @@ pub struct HeldDirSync {
 }
 
 pub fn hold_dir_sync_of(thread: &'static str) -> HeldDirSync {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::{mpsc, Mutex};
-    let armed = Arc::new(AtomicBool::new(false));
-    let (entered_tx, entered) = mpsc::channel::<()>();
-    let (release, release_rx) = mpsc::channel::<()>();
-    let (entered_tx, release_rx) = (Mutex::new(entered_tx), Mutex::new(release_rx));
-    let hook_armed = armed.clone();
+    let (hook, armed, entered, release) =
+        hold_once(move || std::thread::current().name() == Some(thread));
     let fs = HookedFs {
         inner: siltdb::fs::MemFs::new(),
         on_open: None,
         on_remove: None,
-        on_sync_dir: Some(Arc::new(move |_: &Path| {
-            let mine = std::thread::current().name() == Some(thread);
-            if mine && hook_armed.swap(false, Ordering::SeqCst) {
-                entered_tx.lock().unwrap().send(()).unwrap();
-                let _ = release_rx
-                    .lock()
-                    .unwrap()
-                    .recv_timeout(std::time::Duration::from_secs(20));
-            }
-        })),
+        on_sync_dir: Some(hook),
         on_sync: None,
     };
     HeldDirSync {
@@ -146,4 +132,33 @@ pub fn hold_dir_sync_of(thread: &'static str) -> HeldDirSync {
         entered,
         release,
     }
+}
+
+/// A hook that, once `armed` is set, holds the first call for which `mine()` is true: it
+/// sends on `entered`'s channel, then waits for a message on `release` (or 20 s).
+pub fn hold_once(
+    mine: impl Fn() -> bool + Send + Sync + 'static,
+) -> (
+    Hook,
+    Arc<std::sync::atomic::AtomicBool>,
+    std::sync::mpsc::Receiver<()>,
+    std::sync::mpsc::Sender<()>,
+) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{mpsc, Mutex};
+    let armed = Arc::new(AtomicBool::new(false));
+    let (entered_tx, entered) = mpsc::channel::<()>();
+    let (release, release_rx) = mpsc::channel::<()>();
+    let (entered_tx, release_rx) = (Mutex::new(entered_tx), Mutex::new(release_rx));
+    let hook_armed = armed.clone();
+    let hook: Hook = Arc::new(move |_: &Path| {
+        if mine() && hook_armed.swap(false, Ordering::SeqCst) {
+            entered_tx.lock().unwrap().send(()).unwrap();
+            let _ = release_rx
+                .lock()
+                .unwrap()
+                .recv_timeout(std::time::Duration::from_secs(20));
+        }
+    });
+    (hook, armed, entered, release)
 }
