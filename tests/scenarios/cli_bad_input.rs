@@ -1,0 +1,219 @@
+//! Files that are not SSTables, or damaged ones, get one clear line on stderr and status 2:
+//! never a panic, a backtrace, or a huge allocation.
+use crate::common;
+
+use common::cli::{run, silt};
+
+/// Runs every table command on `file` and checks the bad-input contract.
+fn rejects(file: &std::path::Path, expect: &str) {
+    for cmd in [
+        vec!["sst", "info"],
+        vec!["sst", "filter"],
+        vec!["sst", "dump"],
+        vec!["sst", "verify"],
+    ] {
+        let assert = silt().args(&cmd).arg(file).assert();
+        let out = assert.get_output();
+        let code = out.status.code().unwrap();
+        let stderr = String::from_utf8(out.stderr.clone()).unwrap();
+        // `verify` lists what it found on stdout and sums up on stderr.
+        let said = format!("{}{stderr}", String::from_utf8(out.stdout.clone()).unwrap());
+        assert!(
+            code == 2 || (cmd[1] == "verify" && code == 1),
+            "{cmd:?} on {expect}: exit {code}, stderr {stderr}"
+        );
+        assert_eq!(
+            stderr.lines().count(),
+            1,
+            "{cmd:?}: one line, got {stderr:?}"
+        );
+        assert!(
+            !stderr.contains("panicked") && !stderr.contains("internal error"),
+            "{stderr}"
+        );
+        assert!(
+            said.contains(expect),
+            "{cmd:?}: expected {expect:?} in {said:?}"
+        );
+    }
+}
+
+#[test]
+fn not_an_sstable() {
+    let dir = tempfile::tempdir().unwrap();
+    let sst = common::build_tables(dir.path(), 500, 10.0);
+    let good = std::fs::read(&sst).unwrap();
+    let bad = dir.path().join("bad.sst");
+
+    std::fs::write(&bad, b"").unwrap();
+    rejects(&bad, "too short to be an SSTable");
+    std::fs::write(&bad, &good[good.len() - 40..]).unwrap();
+    rejects(&bad, "too short to be an SSTable");
+    let mut rng = common::Rng(3);
+    let random: Vec<u8> = (0..5000).map(|_| rng.next() as u8).collect();
+    std::fs::write(&bad, &random).unwrap();
+    rejects(&bad, "at offset");
+    // A WAL renamed to .sst.
+    let wal = common::files_with_ext(dir.path(), "wal").pop().unwrap();
+    std::fs::copy(&wal, &bad).unwrap();
+    rejects(&bad, "SSTable");
+    // Truncated table: the footer is gone.
+    std::fs::write(&bad, &good[..good.len() - 10]).unwrap();
+    rejects(&bad, "at offset");
+}
+
+#[test]
+fn forged_footers() {
+    let dir = tempfile::tempdir().unwrap();
+    let sst = common::build_tables(dir.path(), 500, 10.0);
+    let good = std::fs::read(&sst).unwrap();
+    let bad = dir.path().join("bad.sst");
+    type Forge = Box<dyn Fn(&mut [u8])>;
+    let cases: Vec<(&str, Forge)> = vec![
+        (
+            "unsupported table format version 7",
+            Box::new(|f: &mut [u8]| f[48..52].copy_from_slice(&7u32.to_le_bytes())),
+        ),
+        (
+            "past the end",
+            Box::new(|f: &mut [u8]| f[0..8].copy_from_slice(&(1u64 << 40).to_le_bytes())),
+        ),
+        (
+            "past the end",
+            Box::new(|f: &mut [u8]| f[8..16].copy_from_slice(&(1u64 << 63).to_le_bytes())),
+        ),
+        (
+            "past the end",
+            Box::new(|f: &mut [u8]| f[40..48].copy_from_slice(&u64::MAX.to_le_bytes())),
+        ),
+        // A filter handle whose end wraps around 2^64 (`sst filter` reads it on its own).
+        (
+            "past the end",
+            Box::new(|f: &mut [u8]| {
+                f[16..24].copy_from_slice(&(u64::MAX - (1 << 40) - 3).to_le_bytes());
+                f[24..32].copy_from_slice(&(1u64 << 40).to_le_bytes());
+            }),
+        ),
+        (
+            "past the end",
+            Box::new(|f: &mut [u8]| {
+                f[16..24].copy_from_slice(&0u64.to_le_bytes());
+                f[24..32].copy_from_slice(&(u64::MAX - 4).to_le_bytes());
+            }),
+        ),
+    ];
+    for (expect, forge) in cases {
+        let mut b = good.clone();
+        common::forge_footer(&mut b, forge);
+        std::fs::write(&bad, &b).unwrap();
+        rejects(&bad, expect);
+    }
+    // A footer whose checksum no longer matches.
+    let mut b = good.clone();
+    let n = b.len();
+    b[n - 60] ^= 1;
+    std::fs::write(&bad, &b).unwrap();
+    rejects(&bad, "footer checksum mismatch");
+}
+
+#[test]
+fn missing_files_and_directories_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("absent.sst");
+    let (_, err) = run(silt().args(["sst", "info"]).arg(&missing), 2);
+    assert!(err.contains("not found"));
+    for cmd in [vec!["db", "info"], vec!["manifest", "dump"]] {
+        let (_, err) = run(silt().args(&cmd).arg(dir.path().join("nodb")), 2);
+        assert_eq!(err.lines().count(), 1);
+    }
+    let (_, err) = run(silt().args(["db", "info"]).arg(dir.path()), 2);
+    assert!(err.contains("no database"));
+    let (_, err) = run(silt().args(["wal", "dump"]).arg(&missing), 2);
+    assert!(err.contains("not found"));
+}
+
+#[test]
+fn verify_reports_a_block_whose_checksum_passes_but_whose_keys_do_not_belong() {
+    use siltdb::inspect::table::{BlockKind, TableReader};
+    let dir = tempfile::tempdir().unwrap();
+    let sst = common::build_tables(dir.path(), 2000, 10.0);
+    let r = TableReader::open_file(&sst).unwrap();
+    let data: Vec<_> = r
+        .blocks()
+        .into_iter()
+        .filter(|b| b.kind == BlockKind::Data)
+        .map(|b| b.handle)
+        .collect();
+    // Two data blocks of one size: the later one's bytes (trailer and all, so its checksum
+    // holds) over the earlier one, whose index range its keys are past.
+    let (a, b) = data
+        .iter()
+        .enumerate()
+        .find_map(|(i, a)| {
+            data[i + 1..]
+                .iter()
+                .find(|b| b.size == a.size)
+                .map(|b| (*a, *b))
+        })
+        .expect("two data blocks of one size");
+    drop(r);
+    let good = std::fs::read(&sst).unwrap();
+    let len = (a.size + 5) as usize;
+    // The later block's bytes over the earlier one's, then the earlier one's over the later.
+    for (from, to) in [(b, a), (a, b)] {
+        let mut bytes = good.clone();
+        let copy = good[from.offset as usize..from.offset as usize + len].to_vec();
+        bytes[to.offset as usize..to.offset as usize + len].copy_from_slice(&copy);
+        let bad = dir.path().join("swapped.sst");
+        std::fs::write(&bad, &bytes).unwrap();
+        let (out, _) = run(silt().args(["sst", "verify"]).arg(&bad), 1);
+        assert!(out.contains("CORRUPT"), "{out}");
+        let (out, _) = run(silt().args(["sst", "verify", "--json"]).arg(&bad), 1);
+        let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(doc["ok"], false);
+    }
+}
+
+#[test]
+fn a_log_record_that_does_not_decode_fails_the_dump() {
+    // A record framed right (its checksums hold) around a 1-byte payload: no WAL batch and
+    // no manifest edit is that short. The header is `frame(b"x", 7)`'s, worked out apart from
+    // the code (src/record.rs's known-answer test).
+    let header = [
+        144u8, 4, 138, 207, 1, 0, 0, 0, 1, 0, 0, 0, 137, 140, 216, 158,
+    ];
+    let mut record = header.to_vec();
+    record.push(b'x');
+    let dir = tempfile::tempdir().unwrap();
+    let wal = dir.path().join("000007.wal");
+    std::fs::write(&wal, &record).unwrap();
+    let (out, err) = run(silt().args(["wal", "dump"]).arg(&wal), 2);
+    assert!(out.contains("crc ok: MALFORMED"), "{out}");
+    assert!(err.contains("at offset 0"), "{err}");
+    run(silt().args(["wal", "dump", "--json"]).arg(&wal), 2);
+    std::fs::write(dir.path().join("MANIFEST-000007"), &record).unwrap();
+    std::fs::write(dir.path().join("CURRENT"), "MANIFEST-000007\n").unwrap();
+    let (out, err) = run(silt().args(["manifest", "dump"]).arg(dir.path()), 2);
+    assert!(out.contains("crc ok: MALFORMED"), "{out}");
+    assert!(err.contains("at offset 0"), "{err}");
+}
+
+#[test]
+fn output_that_cannot_be_written_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = siltdb::Db::open(dir.path()).unwrap();
+    db.insert("k", "v").unwrap();
+    let wal = common::files_with_ext(dir.path(), "wal").pop().unwrap();
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_silt"))
+        .args(["wal", "dump"])
+        .arg(&wal)
+        .stdout(full)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(2));
+}

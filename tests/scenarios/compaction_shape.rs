@@ -1,0 +1,91 @@
+//! Leveled shape: L0 is compacted at its trigger, levels respect their targets, outputs are
+//! split at the target table size, non-overlapping tables move down without rewriting. On
+//! the in-memory file system: the shape does not depend on the disk, and a real one's fsyncs
+//! (hundreds of flushes here) made this file take ~19 s of CI time.
+use crate::common;
+
+use siltdb::fs::{FileSystem, MemFs};
+use siltdb::{Db, Options};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Opens a new database on its own in-memory file system.
+fn open(opts: Options) -> Db {
+    let fs = Arc::new(MemFs::new()) as Arc<dyn FileSystem>;
+    Db::open_with(Path::new("/db"), opts.file_system(fs)).unwrap()
+}
+
+#[test]
+fn levels_follow_their_targets_and_tables_are_split() {
+    let opts = Options::default()
+        .memtable_size(16 << 10)
+        .level_base_size(64 << 10)
+        .target_table_size(16 << 10)
+        .l0_compaction_trigger(4);
+    let db = open(opts);
+    let mut rng = common::Rng(5);
+    for _ in 0..30_000 {
+        let k = format!("{:016x}", rng.next());
+        db.insert(k, [7u8; 40]).unwrap();
+    }
+    db.flush().unwrap();
+    // Let background compaction finish.
+    db.wait_for_compactions().unwrap();
+    let levels = db.levels();
+    assert!(levels[0].tables < 4, "{levels:?}");
+    for l in 1..6 {
+        let target = (64u64 << 10) * 10u64.pow(l as u32 - 1);
+        assert!(
+            levels[l].bytes <= target + (20 << 10),
+            "L{l} over target: {levels:?}"
+        );
+    }
+    let deepest = levels.iter().rposition(|l| l.tables > 0).unwrap();
+    assert!(deepest >= 2, "expected at least 3 levels: {levels:?}");
+    // Output tables are split near the target size (last table of a run may be smaller).
+    assert!(levels[deepest].tables as u64 >= levels[deepest].bytes / (20 << 10));
+    siltdb::inspect::check_invariants(&db).unwrap();
+    let s = db.stats();
+    assert!(s.compactions > 0 && s.bytes_compacted_written > 0 && s.bytes_compacted_read > 0);
+    assert!(s.write_amplification() > 1.0);
+}
+
+#[test]
+fn sequential_keys_move_down_without_rewriting() {
+    let opts = Options::default()
+        .memtable_size(8 << 10)
+        .level_base_size(32 << 10)
+        .target_table_size(8 << 10)
+        .l0_compaction_trigger(1)
+        .l0_slowdown_trigger(8)
+        .l0_stop_trigger(12);
+    let db = open(opts);
+    for i in 0..20_000u32 {
+        db.insert(format!("{i:08}"), [1u8; 20]).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+    let s = db.stats();
+    assert!(s.trivial_moves > 0, "{s:?}");
+    siltdb::inspect::check_invariants(&db).unwrap();
+    assert_eq!(db.iter().count(), 20_000);
+}
+
+#[test]
+fn writers_wait_at_the_stop_trigger_instead_of_failing() {
+    let opts = common::small_options()
+        .l0_compaction_trigger(1)
+        .l0_slowdown_trigger(1)
+        .l0_stop_trigger(2)
+        .max_immutable_memtables(1);
+    let db = open(opts);
+    let mut rng = common::Rng(11);
+    for _ in 0..20_000 {
+        db.insert(format!("{:016x}", rng.next()), [3u8; 50])
+            .unwrap();
+    }
+    let s = db.stats();
+    assert!(s.write_slowdowns > 0, "{s:?}");
+    assert!(db.levels()[0].tables <= 3);
+    assert_eq!(db.iter().count(), 20_000);
+}
