@@ -21,6 +21,7 @@ pub mod local_cluster;
 mod log_store;
 mod network;
 pub mod node;
+mod snapshot_cover;
 mod snapshot_file;
 mod state_machine;
 mod store;
@@ -45,7 +46,94 @@ pub(crate) fn storable(key: &str, value: &str) -> bool {
     key.len() <= MAX_USER_KEY && value.len() <= siltdb::MAX_VALUE_SIZE
 }
 
+/// Room in a frame for all of an append-entries request but one entry's key and value (the
+/// vote, the log ids, the entry's envelope: a few hundred bytes of JSON).
+const FRAME_ROOM: usize = 64 << 10;
+
+/// The most bytes `s` can take as a JSON string: serde_json writes `"` and `\` in two bytes
+/// and a control character in at most six.
+fn json_len(s: &str) -> usize {
+    let escaped: usize = s
+        .bytes()
+        .map(|b| match b {
+            b'"' | b'\\' => 2,
+            0..=0x1f => 6,
+            _ => 1,
+        })
+        .sum();
+    escaped + 2
+}
+
+/// True if `req` can be replicated: siltdb can store its key and value (a key of at most
+/// [`MAX_USER_KEY`] bytes, a value of at most siltdb's `MAX_VALUE_SIZE`), and its log entry
+/// alone fits one network frame ([`wire::MAX_FRAME`], 64 MiB, as JSON), so that a leader can
+/// always send it to a follower.
+///
+/// The node's client API refuses a write for which this is false. A program that proposes
+/// entries itself (`Raft::client_write`) should check it too: an entry that does not fit a
+/// frame can never reach a follower.
+pub fn request_fits(req: &Request) -> bool {
+    let (key, value) = match req {
+        Request::Put { key, value } => (key.as_str(), value.as_str()),
+        Request::Delete { key } => (key.as_str(), ""),
+    };
+    storable(key, value) && json_len(key) + json_len(value) + FRAME_ROOM <= wire::MAX_FRAME
+}
+
 /// The node id type: openraft's default, `u64`.
 pub type NodeId = u64;
 /// The Raft handle for siltdb-raft's type configuration.
 pub type Raft = openraft::Raft<TypeConfig>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, Vote};
+
+    /// The frame an append of `req` alone takes (or the error encoding it).
+    fn append_frame(req: &Request) -> std::io::Result<Vec<u8>> {
+        let entry = Entry::<TypeConfig> {
+            log_id: LogId::new(CommittedLeaderId::new(u64::MAX, u64::MAX), u64::MAX),
+            payload: EntryPayload::Normal(req.clone()),
+        };
+        let last = Some(entry.log_id);
+        wire::encode(&wire::Message::Append(
+            openraft::raft::AppendEntriesRequest {
+                vote: Vote::new_committed(u64::MAX, u64::MAX),
+                prev_log_id: last,
+                entries: vec![entry],
+                leader_commit: last,
+            },
+        ))
+    }
+
+    fn put(value: String) -> Request {
+        Request::Put {
+            key: "k".repeat(MAX_USER_KEY),
+            value,
+        }
+    }
+
+    /// The largest writes `request_fits` lets through do fit one frame, with the characters
+    /// JSON escapes the most; one character more is refused.
+    #[test]
+    fn the_largest_writes_that_fit_send_in_one_frame_and_larger_ones_are_refused() {
+        let room = wire::MAX_FRAME - FRAME_ROOM - json_len(&"k".repeat(MAX_USER_KEY)) - 2;
+        for (unit, cost) in [("v", 1), ("\"", 2), ("\u{1}", 6)] {
+            let largest = put(unit.repeat(room / cost));
+            assert!(request_fits(&largest), "{unit:?}");
+            assert!(append_frame(&largest).is_ok(), "{unit:?}");
+            let over = put(unit.repeat(room / cost + 1));
+            assert!(!request_fits(&over), "{unit:?}");
+        }
+        assert!(request_fits(&Request::Delete {
+            key: "k".repeat(MAX_USER_KEY)
+        }));
+        assert!(!request_fits(&Request::Delete {
+            key: "k".repeat(MAX_USER_KEY + 1)
+        }));
+        // With nothing to check the write, the frame would be refused.
+        let unchecked = put("v".repeat(wire::MAX_FRAME));
+        assert!(wire::is_too_big(&append_frame(&unchecked).unwrap_err()));
+    }
+}

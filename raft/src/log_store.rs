@@ -22,6 +22,7 @@ use serde::de::DeserializeOwned;
 use siltdb::{Db, WriteBatch, WriteOptions};
 
 use crate::keys;
+use crate::snapshot_cover::SnapshotCover;
 use crate::types::TypeConfig;
 use crate::NodeId;
 
@@ -36,6 +37,9 @@ pub struct LogReader {
 /// openraft's log storage in a siltdb database. Made by [`open_store`](crate::open_store).
 pub struct LogStore {
     reader: LogReader,
+    /// How far the state machine's snapshot file covers the log: a purge during an install
+    /// waits for it (see `snapshot_cover`).
+    cover: Arc<SnapshotCover>,
     flusher: Option<mpsc::Sender<LogFlushed<TypeConfig>>>,
     flusher_thread: Option<thread::JoinHandle<()>>,
 }
@@ -131,7 +135,7 @@ fn write_err(e: impl Into<crate::Error>) -> StorageError<NodeId> {
 }
 
 impl LogStore {
-    pub(crate) fn new(db: Arc<Db>) -> LogStore {
+    pub(crate) fn new(db: Arc<Db>, cover: Arc<SnapshotCover>) -> LogStore {
         let (tx, rx) = mpsc::channel::<LogFlushed<TypeConfig>>();
         let flush_db = db.clone();
         let handle = thread::Builder::new()
@@ -140,6 +144,7 @@ impl LogStore {
             .expect("spawn the log flusher thread");
         LogStore {
             reader: LogReader { db },
+            cover,
             flusher: Some(tx),
             flusher_thread: Some(handle),
         }
@@ -285,6 +290,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn purge(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
+        // During a snapshot install openraft purges without waiting for the state machine:
+        // the purge must not reach the disk before the snapshot file that covers it.
+        self.cover.purge_may_go(log_id).await.map_err(write_err)?;
         // The purged id and the range delete go in one batch: a crash leaves both or neither.
         let mut batch = WriteBatch::new();
         batch.insert(keys::PURGED, encode(&log_id));

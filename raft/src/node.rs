@@ -236,70 +236,77 @@ impl Node {
         }
     }
 
-    /// Answers one client request. A put or delete whose key is over
-    /// [`MAX_USER_KEY`](crate::MAX_USER_KEY) bytes or whose value is over siltdb's
-    /// `MAX_VALUE_SIZE` is answered with an error and never reaches the log.
+    /// Answers one client request. A put or delete that
+    /// [`request_fits`](crate::request_fits) refuses (a key over
+    /// [`MAX_USER_KEY`](crate::MAX_USER_KEY) bytes, a value over siltdb's `MAX_VALUE_SIZE`,
+    /// or a log entry that would not fit one network frame) is answered with an error and
+    /// never reaches the log.
     pub async fn client(&self, req: ClientRequest) -> ClientReply {
-        let too_big = match &req {
-            ClientRequest::Put { key, value } => !crate::storable(key, value),
-            ClientRequest::Delete { key } => !crate::storable(key, ""),
-            _ => false,
+        let write = match req {
+            ClientRequest::Put { key, value } => Request::Put { key, value },
+            ClientRequest::Delete { key } => Request::Delete { key },
+            ClientRequest::Get { key, linearizable } => {
+                return self.get(&key, linearizable).await;
+            }
+            ClientRequest::Status => return ClientReply::Status(self.status()),
+            ClientRequest::Init { members } => {
+                return match self.initialize(members).await {
+                    Ok(()) => ClientReply::Done,
+                    Err(e) => ClientReply::Error(e.to_string()),
+                };
+            }
+            ClientRequest::AddLearner { id, addr } => {
+                return Self::write_reply(
+                    self.raft.add_learner(id, BasicNode { addr }, true).await,
+                    |_| ClientReply::Done,
+                );
+            }
+            ClientRequest::ChangeMembership { voters } => {
+                return Self::write_reply(
+                    self.raft
+                        .change_membership(ChangeMembers::ReplaceAllVoters(voters), false)
+                        .await,
+                    |_| ClientReply::Done,
+                );
+            }
+            ClientRequest::SnapshotAndPurge => {
+                return match self.snapshot_and_purge().await {
+                    Ok(()) => ClientReply::Done,
+                    Err(e) => ClientReply::Error(e.to_string()),
+                };
+            }
         };
-        if too_big {
+        if !crate::request_fits(&write) {
             return ClientReply::Error(format!(
-                "invalid argument: keys are at most {} bytes, values at most {} bytes",
+                "invalid argument: keys are at most {} bytes, values at most {} bytes, and a \
+                 write's log entry at most {} bytes of JSON",
                 crate::MAX_USER_KEY,
-                siltdb::MAX_VALUE_SIZE
+                siltdb::MAX_VALUE_SIZE,
+                wire::MAX_FRAME
             ));
         }
-        match req {
-            ClientRequest::Put { key, value } => Self::write_reply(
-                self.raft.client_write(Request::Put { key, value }).await,
-                |r| ClientReply::Written {
-                    index: r.log_id.index,
-                },
-            ),
-            ClientRequest::Delete { key } => {
-                Self::write_reply(self.raft.client_write(Request::Delete { key }).await, |r| {
-                    ClientReply::Written {
-                        index: r.log_id.index,
-                    }
-                })
+        Self::write_reply(self.raft.client_write(write).await, |r| {
+            ClientReply::Written {
+                index: r.log_id.index,
             }
-            ClientRequest::Get { key, linearizable } => {
-                if linearizable {
-                    match self.raft.ensure_linearizable().await {
-                        Ok(_) => {}
-                        Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => {
-                            return Self::not_leader(f.leader_id, f.leader_node)
-                        }
-                        Err(e) => return ClientReply::Error(e.to_string()),
-                    }
+        })
+    }
+
+    /// A read of `key` from this node's state machine, after checking that this node is
+    /// still the leader if `linearizable`.
+    async fn get(&self, key: &str, linearizable: bool) -> ClientReply {
+        if linearizable {
+            match self.raft.ensure_linearizable().await {
+                Ok(_) => {}
+                Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => {
+                    return Self::not_leader(f.leader_id, f.leader_node)
                 }
-                match state_machine::read_data(&self.db, &key) {
-                    Ok(v) => ClientReply::Value(v),
-                    Err(e) => ClientReply::Error(e.to_string()),
-                }
+                Err(e) => return ClientReply::Error(e.to_string()),
             }
-            ClientRequest::Status => ClientReply::Status(self.status()),
-            ClientRequest::Init { members } => match self.initialize(members).await {
-                Ok(()) => ClientReply::Done,
-                Err(e) => ClientReply::Error(e.to_string()),
-            },
-            ClientRequest::AddLearner { id, addr } => Self::write_reply(
-                self.raft.add_learner(id, BasicNode { addr }, true).await,
-                |_| ClientReply::Done,
-            ),
-            ClientRequest::ChangeMembership { voters } => Self::write_reply(
-                self.raft
-                    .change_membership(ChangeMembers::ReplaceAllVoters(voters), false)
-                    .await,
-                |_| ClientReply::Done,
-            ),
-            ClientRequest::SnapshotAndPurge => match self.snapshot_and_purge().await {
-                Ok(()) => ClientReply::Done,
-                Err(e) => ClientReply::Error(e.to_string()),
-            },
+        }
+        match state_machine::read_data(&self.db, key) {
+            Ok(v) => ClientReply::Value(v),
+            Err(e) => ClientReply::Error(e.to_string()),
         }
     }
 

@@ -12,7 +12,7 @@
 
 use std::io::Cursor;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use openraft::storage::{RaftStateMachine, Snapshot};
@@ -23,6 +23,7 @@ use openraft::{
 use serde::{Deserialize, Serialize};
 use siltdb::{Db, WriteBatch, WriteOptions};
 
+use crate::snapshot_cover::SnapshotCover;
 use crate::snapshot_file::{self, Meta};
 use crate::types::{Request, Response, TypeConfig};
 use crate::{keys, NodeId};
@@ -41,11 +42,8 @@ struct Applied {
 pub struct StateMachine {
     db: Arc<Db>,
     dir: PathBuf,
-    /// The log id the snapshot file covers (`None`: no file, or one that covers nothing),
-    /// held while the file is replaced: openraft builds snapshots in a task of its own,
-    /// concurrently with installs, and an older build must not replace a newer file. Only
-    /// this state machine and its builders write the file, so this is what the file holds.
-    file_lock: Arc<SavedSnapshot>,
+    /// How far the snapshot file covers the log; shared with the builders and the log store.
+    cover: Arc<SnapshotCover>,
     /// What `s/applied` holds, kept in memory so that `apply` and `applied_state` do not read
     /// and decode it from the database on every call (this struct is its only writer).
     applied: Applied,
@@ -55,11 +53,8 @@ pub struct StateMachine {
 pub struct SnapshotBuilder {
     db: Arc<Db>,
     dir: PathBuf,
-    file_lock: Arc<SavedSnapshot>,
+    cover: Arc<SnapshotCover>,
 }
-
-/// See `StateMachine::file_lock`.
-type SavedSnapshot = Mutex<Option<LogId<NodeId>>>;
 
 /// A batch written by `apply` or an install is cut when it reaches this many bytes (siltdb
 /// refuses batches over 1 GiB). Puts and deletes are idempotent and the applied log id is
@@ -73,23 +68,6 @@ fn cut_piece(db: &Db, batch: &mut WriteBatch, bytes: &mut usize) -> siltdb::Resu
         db.write_with(std::mem::take(batch), WriteOptions::new().sync(false))?;
         *bytes = 0;
     }
-    Ok(())
-}
-
-/// Saves the snapshot file unless the file there is at least as new (see
-/// `StateMachine::file_lock`).
-fn save_if_newer(
-    dir: &std::path::Path,
-    saved: &SavedSnapshot,
-    meta: &Meta,
-    data: &[u8],
-) -> Result<(), crate::Error> {
-    let mut saved = saved.lock().unwrap_or_else(|p| p.into_inner());
-    if saved.is_some() && *saved >= meta.last_log_id {
-        return Ok(());
-    }
-    snapshot_file::save(dir, meta, data)?;
-    *saved = meta.last_log_id;
     Ok(())
 }
 
@@ -158,9 +136,14 @@ impl StateMachine {
         Ok(StateMachine {
             db,
             dir,
-            file_lock: Arc::new(Mutex::new(saved)),
+            cover: Arc::new(SnapshotCover::new(saved)),
             applied,
         })
+    }
+
+    /// How far the snapshot file covers the log, for the log store's purges.
+    pub(crate) fn cover(&self) -> Arc<SnapshotCover> {
+        self.cover.clone()
     }
 
     /// The database the state machine (and the log) live in, for reads of replicated data
@@ -212,7 +195,8 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
                 None => format!("none-{stamp}"),
             },
         };
-        save_if_newer(&self.dir, &self.file_lock, &meta, &data)
+        self.cover
+            .save_if_newer(&self.dir, &meta, &data)
             .map_err(|e| snapshot_err(Some(&meta), e))?;
         Ok(Snapshot {
             meta,
@@ -291,13 +275,14 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         SnapshotBuilder {
             db: self.db.clone(),
             dir: self.dir.clone(),
-            file_lock: self.file_lock.clone(),
+            cover: self.cover.clone(),
         }
     }
 
     async fn begin_receiving_snapshot(
         &mut self,
     ) -> Result<Box<Cursor<Vec<u8>>>, StorageError<NodeId>> {
+        self.cover.install_begins();
         Ok(Box::new(Cursor::new(Vec::new())))
     }
 
@@ -309,12 +294,14 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let data = snapshot.into_inner();
         // Check the data, then keep it first, so that a node restarted after the install
         // (whose log openraft then purges) can still hand it to a follower, and so that a
-        // crash during the install is finished at open (`StateMachine::open`).
-        snapshot_file::pairs(&data).map_err(|e| snapshot_err(Some(meta), e))?;
-        save_if_newer(&self.dir, &self.file_lock, meta, &data)
-            .map_err(|e| snapshot_err(Some(meta), e))?;
-        self.applied =
-            load_snapshot(&self.db, meta, &data).map_err(|e| snapshot_err(Some(meta), e))?;
+        // crash during the install is finished at open (`StateMachine::open`). The log
+        // store's purge of what the snapshot covers waits for the saved file (see
+        // `snapshot_cover`).
+        let installed = snapshot_file::pairs(&data)
+            .and_then(|_| self.cover.save_if_newer(&self.dir, meta, &data))
+            .and_then(|()| load_snapshot(&self.db, meta, &data));
+        self.cover.install_ends(installed.is_ok());
+        self.applied = installed.map_err(|e| snapshot_err(Some(meta), e))?;
         Ok(())
     }
 
@@ -329,41 +316,5 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             })),
             Err(e) => Err(StorageIOError::read_snapshot(None, AnyError::new(&e)).into()),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use openraft::CommittedLeaderId;
-
-    fn meta(i: u64) -> Meta {
-        Meta {
-            last_log_id: Some(LogId::new(CommittedLeaderId::new(1, 1), i)),
-            last_membership: Membership::default(),
-            snapshot_id: format!("s{i}"),
-        }
-    }
-
-    fn file_index(dir: &std::path::Path) -> Option<u64> {
-        snapshot_file::load(dir)
-            .unwrap()
-            .unwrap()
-            .0
-            .last_log_id
-            .map(|l| l.index)
-    }
-
-    /// openraft builds snapshots concurrently with installs: a build that read an older
-    /// state and finishes last must not replace the newer file.
-    #[test]
-    fn an_older_snapshot_never_replaces_a_newer_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let lock = Mutex::new(None);
-        save_if_newer(dir.path(), &lock, &meta(300), b"").unwrap();
-        save_if_newer(dir.path(), &lock, &meta(200), b"").unwrap();
-        assert_eq!(file_index(dir.path()), Some(300));
-        save_if_newer(dir.path(), &lock, &meta(400), b"").unwrap();
-        assert_eq!(file_index(dir.path()), Some(400));
     }
 }

@@ -30,5 +30,51 @@ pub fn open_store(dir: impl AsRef<Path>) -> Result<(LogStore, StateMachine), Err
         Options::default().sync_writes(false),
     )?);
     let sm = StateMachine::open(db.clone(), dir.to_path_buf())?;
-    Ok((LogStore::new(db), sm))
+    let log = LogStore::new(db, sm.cover());
+    Ok((log, sm))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys;
+    use crate::snapshot_file::Meta;
+    use openraft::storage::{RaftLogStorage, RaftStateMachine};
+    use openraft::{CommittedLeaderId, LogId};
+    use std::io::Cursor;
+    use std::time::Duration;
+
+    /// openraft purges what a follower's new snapshot covers without waiting for the state
+    /// machine to install it: the purge must wait for the snapshot file, or a crash in
+    /// between would leave entries that neither the data nor a snapshot holds.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_purge_during_an_install_is_written_only_after_the_snapshot_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut log, mut sm) = open_store(dir.path()).unwrap();
+        let db = sm.db();
+        let upto = LogId::new(CommittedLeaderId::new(1, 1), 5);
+        let _receiver = sm.begin_receiving_snapshot().await.unwrap();
+        let purge = tokio::spawn(async move { log.purge(upto).await.map(|()| log) });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(!purge.is_finished(), "the purge went before the snapshot");
+        assert!(db.get(keys::PURGED).unwrap().is_none());
+        let meta = Meta {
+            last_log_id: Some(upto),
+            last_membership: Default::default(),
+            snapshot_id: "s5".into(),
+        };
+        sm.install_snapshot(&meta, Box::new(Cursor::new(Vec::new())))
+            .await
+            .unwrap();
+        let mut log = purge.await.unwrap().unwrap();
+        let state = log.get_log_state().await.unwrap();
+        assert_eq!(state.last_purged_log_id, Some(upto));
+        // And a purge with no install under way goes at once, as before.
+        let later = LogId::new(CommittedLeaderId::new(1, 1), 9);
+        log.purge(later).await.unwrap();
+        assert_eq!(
+            log.get_log_state().await.unwrap().last_purged_log_id,
+            Some(later)
+        );
+    }
 }

@@ -136,14 +136,37 @@ pub enum ClientReply {
     Error(String),
 }
 
-fn too_big(n: usize) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidData,
-        format!("frame of {n} bytes is over the {MAX_FRAME}-byte limit"),
-    )
+/// The error inside the [`io::Error`] (of kind `InvalidData`) for a frame over
+/// [`MAX_FRAME`] bytes, sent or received: holds its length.
+#[derive(Debug)]
+pub struct FrameTooBig(pub usize);
+
+impl std::fmt::Display for FrameTooBig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "frame of {} bytes is over the {MAX_FRAME}-byte limit",
+            self.0
+        )
+    }
 }
 
-fn encode<T: Serialize>(msg: &T) -> io::Result<Vec<u8>> {
+impl std::error::Error for FrameTooBig {}
+
+fn too_big(n: usize) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, FrameTooBig(n))
+}
+
+/// True if `e` is a frame over [`MAX_FRAME`] bytes.
+pub fn is_too_big(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|inner| inner.is::<FrameTooBig>())
+}
+
+/// Encodes `msg` as one frame: the length, then the JSON.
+///
+/// Errors: `InvalidData` holding [`FrameTooBig`] if the JSON is over [`MAX_FRAME`] bytes
+/// (see [`is_too_big`]); `Other` if `msg` does not serialise.
+pub fn encode<T: Serialize>(msg: &T) -> io::Result<Vec<u8>> {
     let body = serde_json::to_vec(msg).map_err(io::Error::other)?;
     if body.len() > MAX_FRAME {
         return Err(too_big(body.len()));
