@@ -172,6 +172,7 @@ fn verify_passes_clean_tables_and_locates_damage() {
     let p = sst.to_str().unwrap();
     let out = stdout(&["sst", "verify", p]);
     assert!(out.starts_with("OK "), "{out}");
+    assert_eq!(status_into_closed_pipe(&["sst", "verify", p]), Some(0));
     // Damage the second data block.
     let v = json(&["sst", "info", p]);
     let second = v["blocks"][1]["offset"].as_u64().unwrap() as usize;
@@ -187,6 +188,24 @@ fn verify_passes_clean_tables_and_locates_damage() {
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["ok"], false);
     assert_eq!(v["problems"][0]["offset"], second as u64);
+    // A reader that closed the pipe (`| head -0`) cuts the report short, not the verdict.
+    for args in [&["sst", "verify", p][..], &["sst", "verify", p, "--json"]] {
+        assert_eq!(status_into_closed_pipe(args), Some(1), "{args:?}");
+    }
+}
+
+/// Runs `silt args...` with its stdout a pipe whose reading end is already closed; returns
+/// its exit status.
+fn status_into_closed_pipe(args: &[&str]) -> Option<i32> {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    std::process::Command::new(env!("CARGO_BIN_EXE_silt"))
+        .args(args)
+        .stdout(writer)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap()
+        .code()
 }
 
 /// One table of `n` keys `key00000..` (no deletions) written with `fingerprint_bits`-bit

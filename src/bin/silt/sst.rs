@@ -1,6 +1,6 @@
 //! `silt sst info|filter|dump|verify`.
 
-use crate::output::{escape, line, parse_key, print_json, show, CliError};
+use crate::output::{escape, flush, line, parse_key, print_json, show, CliError};
 use clap::Args;
 use serde::Serialize;
 use siltdb::inspect::filter::{
@@ -1237,6 +1237,27 @@ struct VerifyJson {
     problems: Vec<Problem>,
 }
 
+/// Prints `verify`'s report as text: a line per problem, or one `OK` line.
+fn print_verdict(doc: &VerifyJson) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    for p in &doc.problems {
+        line(
+            &mut out,
+            &format!("CORRUPT {} at offset {}: {}", doc.file, p.offset, p.what),
+        )?;
+    }
+    if doc.ok {
+        line(
+            &mut out,
+            &format!(
+                "OK {}: {} blocks and the footer verified",
+                doc.file, doc.blocks_checked
+            ),
+        )?;
+    }
+    flush(&mut out)
+}
+
 /// `silt sst verify FILE`: every block's checksum, the footer, and key order.
 pub fn verify(file: &Path, json: bool) -> Result<(), CliError> {
     if !file.exists() {
@@ -1323,24 +1344,16 @@ pub fn verify(file: &Path, json: bool) -> Result<(), CliError> {
         ok: problems.is_empty(),
         problems,
     };
-    if json {
-        print_json(&doc)?;
+    let printed = if json {
+        print_json(&doc)
     } else {
-        let mut out = std::io::stdout().lock();
-        for p in &doc.problems {
-            line(
-                &mut out,
-                &format!("CORRUPT {} at offset {}: {}", doc.file, p.offset, p.what),
-            )?;
-        }
-        if doc.ok {
-            line(
-                &mut out,
-                &format!(
-                    "OK {}: {} blocks and the footer verified",
-                    doc.file, doc.blocks_checked
-                ),
-            )?;
+        print_verdict(&doc)
+    };
+    // A reader that closed the pipe early (`| head -1`) ends the output quietly, but the
+    // status still says whether problems were found; any other failure to write is an error.
+    if let Err(e) = printed {
+        if e.code != 0 {
+            return Err(e);
         }
     }
     if doc.ok {
