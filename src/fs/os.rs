@@ -136,20 +136,7 @@ impl FileSystem for OsFs {
     }
 
     fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)?;
-        match file.try_lock() {
-            Ok(()) => Ok(Box::new(OsLock { file })),
-            Err(fs::TryLockError::WouldBlock) => Err(io::Error::new(
-                io::ErrorKind::WouldBlock,
-                "lock held elsewhere",
-            )),
-            Err(fs::TryLockError::Error(e)) => Err(e),
-        }
+        lock_path(path, || {})
     }
 
     fn exists(&self, path: &Path) -> bool {
@@ -157,9 +144,81 @@ impl FileSystem for OsFs {
     }
 }
 
+/// How many times [`lock_path`] takes a lock on a `LOCK` that was replaced under it before it
+/// gives up (each time, another process removed the file between our open and our lock).
+const LOCK_ATTEMPTS: usize = 8;
+
+/// Opens (creating) `path` and takes its `flock`, then checks that `path` still names the
+/// file locked: `Db::destroy` removes `LOCK` while holding it, and a process that opened the
+/// old file just before would otherwise lock that unlinked file once destroy lets go, while
+/// an open after it creates and locks a new `LOCK`: two holders. A lock on a file `path` no
+/// longer names is dropped and taken again. `between` runs between the open and the lock
+/// (a test's hook; nothing in the engine).
+fn lock_path(path: &Path, between: impl Fn()) -> io::Result<Box<dyn FileLock>> {
+    use std::os::unix::fs::MetadataExt;
+    for _ in 0..LOCK_ATTEMPTS {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
+        between();
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    "lock held elsewhere",
+                ))
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(e),
+        }
+        let lock = OsLock { file };
+        let held = lock.file.metadata()?;
+        match fs::metadata(path) {
+            Ok(now) if now.dev() == held.dev() && now.ino() == held.ino() => {
+                return Ok(Box::new(lock))
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        // `lock` unlocks as it drops: the file was replaced or removed; try the new one.
+    }
+    Err(io::Error::new(
+        io::ErrorKind::WouldBlock,
+        format!(
+            "{}: replaced while being locked, {LOCK_ATTEMPTS} times",
+            path.display()
+        ),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The lock file is removed (as `Db::destroy` does while holding it) between our open
+    /// and our lock: the lock taken must be on the file the path names afterwards, so that a
+    /// later opener is refused rather than given a second lock on a new file.
+    #[test]
+    fn a_lock_file_removed_between_open_and_lock_is_locked_anew() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("LOCK");
+        let first = std::cell::Cell::new(true);
+        let held = lock_path(&path, || {
+            if first.replace(false) {
+                fs::remove_file(&path).unwrap();
+            }
+        })
+        .unwrap();
+        assert!(path.exists());
+        let err = OsFs.lock(&path).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+        drop(held);
+        OsFs.lock(&path).unwrap();
+    }
 
     #[test]
     fn append_read_rename_list_remove() {
