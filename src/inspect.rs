@@ -232,11 +232,15 @@ pub struct ManifestSummary {
 pub fn current_manifest(dir: &Path) -> Result<PathBuf> {
     match vset::read_current(&OsFs, dir)? {
         Some(n) => Ok(dir.join(crate::filename::manifest_name(n))),
-        None => Err(crate::Error::InvalidArgument(format!(
-            "{} holds no database (no CURRENT file)",
-            dir.display()
-        ))),
+        None => Err(no_database(dir)),
     }
+}
+
+fn no_database(dir: &Path) -> crate::Error {
+    crate::Error::InvalidArgument(format!(
+        "{} holds no database (no CURRENT file)",
+        dir.display()
+    ))
 }
 
 /// Reads the live manifest of the database in `dir`.
@@ -244,13 +248,12 @@ pub fn current_manifest(dir: &Path) -> Result<PathBuf> {
 /// Errors: as [`current_manifest`], and [`Error::Corruption`](crate::Error::Corruption) for a
 /// damaged manifest.
 pub fn read_manifest(dir: &Path) -> Result<ManifestSummary> {
-    let manifest = current_manifest(dir)?;
-    let number =
-        match crate::filename::parse(manifest.file_name().and_then(|n| n.to_str()).unwrap_or("")) {
-            Some(crate::filename::FileKind::Manifest(n)) => n,
-            _ => 0,
-        };
-    let st = vset::replay_manifest(&OsFs, dir, number)?;
+    let Some(number) = vset::read_current(&OsFs, dir)? else {
+        return Err(no_database(dir));
+    };
+    // Beside a writer that replaces its manifest meanwhile, the new one is read instead.
+    let (number, st) = vset::replay_current_manifest(&OsFs, dir, number, true)?;
+    let manifest = dir.join(crate::filename::manifest_name(number));
     let mut levels: Vec<Vec<FileMeta>> = st
         .levels
         .iter()

@@ -19,7 +19,7 @@
 //! not flip bits.
 
 use crate::error::{Error, Result};
-use crate::fs::{RandomAccessFile, WritableFile};
+use crate::fs::{RandomAccessFile, WritableFile, PAGE};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -133,9 +133,6 @@ pub(crate) struct TailReport {
     /// [`RecordReader::lost_pages_after_sync`]).
     pub(crate) lost_pages: bool,
 }
-
-/// The page size a crash loses or keeps pages of (4 KiB on the file systems siltdb maps).
-const PAGE: u64 = 4096;
 
 /// Zero bytes, ending at a 4 KiB boundary, that a damaged stretch must hold to be read as a
 /// page a power loss lost (a single flipped bit never makes them).

@@ -228,7 +228,8 @@ fn open_versions(ctx: &Ctx<'_>, files: &[(String, FileKind)]) -> Result<VersionS
     );
     let versions = match vset::read_current(fs.as_ref(), dir)? {
         Some(number) => {
-            let st = replay_current_manifest(fs.as_ref(), dir, number, ctx.opts.read_only)?;
+            let (_, st) =
+                vset::replay_current_manifest(fs.as_ref(), dir, number, ctx.opts.read_only)?;
             VersionSet::from_state(fs.clone(), &env, &st)
         }
         None => {
@@ -358,45 +359,6 @@ fn flush_recovered(
         log::info!("recovered the WALs into {tables} L0 tables ({bytes} bytes)");
     }
     Ok(new_wal)
-}
-
-/// Replays manifest `number`, which `CURRENT` named. A read-only open may run beside a
-/// writer that replaces its manifest (at every open, and when it grows large) between the
-/// read of `CURRENT` and the open of the manifest: if the manifest is gone and `CURRENT` now
-/// names another, that one is replayed instead (a few times at most), rather than calling a
-/// healthy database corrupt. A writer holds the directory's lock, so nothing replaces its
-/// manifest under it: for it, a missing manifest is the corruption it reads as.
-fn replay_current_manifest(
-    fs: &dyn FileSystem,
-    dir: &Path,
-    mut number: u64,
-    read_only: bool,
-) -> Result<vset::ManifestState> {
-    let mut retries = 0;
-    loop {
-        match vset::replay_manifest(fs, dir, number) {
-            Err(e)
-                if read_only
-                    && retries < 8
-                    && e.is_corruption()
-                    && !fs.exists(&dir.join(filename::manifest_name(number))) =>
-            {
-                match vset::read_current(fs, dir)? {
-                    Some(n) if n != number => {
-                        log::info!(
-                            "{}: the manifest was replaced while opening; reading {}",
-                            dir.display(),
-                            filename::manifest_name(n)
-                        );
-                        number = n;
-                        retries += 1;
-                    }
-                    _ => return Err(e),
-                }
-            }
-            res => return res,
-        }
-    }
 }
 
 /// The L0 tables replay wrote that no manifest edit lists yet. If the open fails before

@@ -33,7 +33,7 @@
 //! or cuts a live WAL (a writer holds the database's directory lock; a read-only open only
 //! reads), and the map covers only bytes that this writer allocated and only it writes.
 
-use super::WritableFile;
+use super::{WritableFile, PAGE};
 use memmap2::{MmapMut, MmapOptions};
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -354,9 +354,6 @@ impl MappedLog {
         }
     }
 }
-
-/// Bytes of a page, the unit of writeback.
-const PAGE: u64 = 4096;
 
 /// Starts writing `[from, to)` of `file` to the disk without waiting for it
 /// (`sync_file_range(SYNC_FILE_RANGE_WRITE)`), best effort: a failure only leaves the pages

@@ -353,20 +353,22 @@ impl MemFs {
                         }
                     };
                     let mut data = c.data[..keep].to_vec();
+                    let page_len = super::PAGE as usize;
                     if let UnsyncedData::ZeroTail { .. } = opts.unsynced_data {
-                        let first = durable.div_ceil(4096) * 4096;
+                        let first = durable.div_ceil(page_len) * page_len;
                         if first < data.len() {
-                            let pages = (data.len() - first).div_ceil(4096) as u64;
-                            let from = first + (splitmix(&mut rng) % (pages + 1)) as usize * 4096;
+                            let pages = (data.len() - first).div_ceil(page_len) as u64;
+                            let from =
+                                first + (splitmix(&mut rng) % (pages + 1)) as usize * page_len;
                             for b in data.iter_mut().skip(from) {
                                 *b = 0;
                             }
                         }
                     }
                     if let UnsyncedData::LostPages { .. } = opts.unsynced_data {
-                        let mut page = durable / 4096 * 4096;
+                        let mut page = durable / page_len * page_len;
                         while page < data.len() {
-                            let end = (page + 4096).min(data.len());
+                            let end = (page + page_len).min(data.len());
                             if splitmix(&mut rng).is_multiple_of(2) {
                                 data[page.max(durable)..end].fill(0);
                             }

@@ -19,6 +19,10 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
+/// Bytes of a page of the page cache: the unit the kernel writes back, and so the unit a
+/// crash keeps or loses of what was not synced (4 KiB on the file systems siltdb maps).
+pub(crate) const PAGE: u64 = 4096;
+
 /// The operations siltdb needs from a file system. Implementations must be usable from many
 /// threads at once.
 ///

@@ -68,6 +68,48 @@ pub(crate) fn read_current(fs: &dyn FileSystem, dir: &Path) -> Result<Option<u64
     })
 }
 
+/// Replays manifest `number`, which `CURRENT` named; returns the number of the manifest
+/// replayed, and its state. A reader without the directory lock (a read-only open, `silt`)
+/// may run beside a
+/// writer that replaces its manifest (at every open, and when it grows large) between the
+/// read of `CURRENT` and the open of the manifest: if the manifest is gone and `CURRENT` now
+/// names another, that one is replayed instead (a few times at most), rather than calling a
+/// healthy database corrupt. A writer holds the directory's lock, so nothing replaces its
+/// manifest under it: for it (`read_only` false), a missing manifest is the corruption it
+/// reads as.
+pub(crate) fn replay_current_manifest(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    mut number: u64,
+    read_only: bool,
+) -> Result<(u64, ManifestState)> {
+    let mut retries = 0;
+    loop {
+        match replay_manifest(fs, dir, number) {
+            Err(e)
+                if read_only
+                    && retries < 8
+                    && e.is_corruption()
+                    && !fs.exists(&dir.join(filename::manifest_name(number))) =>
+            {
+                match read_current(fs, dir)? {
+                    Some(n) if n != number => {
+                        log::info!(
+                            "{}: the manifest was replaced while opening; reading {}",
+                            dir.display(),
+                            filename::manifest_name(n)
+                        );
+                        number = n;
+                        retries += 1;
+                    }
+                    _ => return Err(e),
+                }
+            }
+            res => return res.map(|st| (number, st)),
+        }
+    }
+}
+
 /// Replays a manifest into the state it describes.
 pub(crate) fn replay_manifest(
     fs: &dyn FileSystem,
@@ -586,6 +628,25 @@ mod tests {
         assert!(!mem.exists(&dir.join("MANIFEST-000001")));
         let st = replay_manifest(fs.as_ref(), &dir, n).unwrap();
         assert_eq!((st.log_number, st.last_sequence, st.edits), (5, 77, 1));
+    }
+
+    /// A reader without the lock that read `CURRENT` just before a writer replaced its
+    /// manifest follows `CURRENT` to the new one; a writer (which holds the lock) does not.
+    #[test]
+    fn a_reader_follows_current_to_a_manifest_replaced_under_it() {
+        let (fs, _mem, dir) = setup();
+        let mut set =
+            VersionSet::new_empty(fs.clone(), &TableEnv::new(fs.clone(), &dir, 100, None));
+        set.write_new_manifest().unwrap();
+        let old = read_current(fs.as_ref(), &dir).unwrap().unwrap();
+        set.write_new_manifest().unwrap();
+        let new = read_current(fs.as_ref(), &dir).unwrap().unwrap();
+        assert_ne!(old, new);
+        let (replayed, st) = replay_current_manifest(fs.as_ref(), &dir, old, true).unwrap();
+        assert_eq!(replayed, new);
+        assert_eq!(st.edits, 1);
+        let err = replay_current_manifest(fs.as_ref(), &dir, old, false).unwrap_err();
+        assert!(err.is_corruption(), "{err:?}");
     }
 
     #[test]

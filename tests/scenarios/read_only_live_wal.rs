@@ -85,16 +85,22 @@ fn read_only_opens_while_a_writer_replaces_its_manifest_never_report_corruption(
         })
     };
     let mut opened = 0;
+    let mut read = 0;
     for _ in 0..300 {
         match Db::open_read_only(dir.path()) {
             Ok(_) => opened += 1,
+            Err(e) => assert!(!e.is_corruption(), "{e:?}"),
+        }
+        // What `silt db info` reads, the same way.
+        match siltdb::inspect::read_manifest(dir.path()) {
+            Ok(_) => read += 1,
             Err(e) => assert!(!e.is_corruption(), "{e:?}"),
         }
     }
     stop.store(true, Ordering::Relaxed);
     let reopens = writer.join().unwrap();
     assert!(
-        opened > 0 && reopens > 0,
-        "{opened} read-only opens, {reopens} reopens"
+        opened > 0 && read > 0 && reopens > 0,
+        "{opened} read-only opens, {read} manifest reads, {reopens} reopens"
     );
 }
