@@ -286,9 +286,18 @@ impl MappedLog {
                 Ok(())
             }
             Err(e) => {
-                // The failed allocation may have grown the file partly: its size is unknown,
-                // so a later cut happens whatever `allocated` was.
-                self.allocated = u64::MAX;
+                // The failed allocation may have grown the file partly: `allocated` becomes
+                // the file's size, so that the next window is allocated from there (an append
+                // retried after the disk has room) and a later cut happens if it grew. Never
+                // more than the size: a window mapped past the file's end would be written
+                // with a SIGBUS. If even the size is unknown, appends go through write(2).
+                match self.file.metadata() {
+                    Ok(m) => self.allocated = m.len(),
+                    Err(_) => {
+                        self.allocated = u64::MAX;
+                        self.unmappable = true;
+                    }
+                }
                 Err(e)
             }
         }
@@ -654,6 +663,12 @@ mod tests {
         let err = w.append_framed(&big, 16).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::FileTooLarge);
         assert_eq!(w.len(), 2 * big.len() as u64);
+        // Retried once the disk has room, the append allocates its window itself (it used
+        // to map one past the file's end, and the copy died of SIGBUS).
+        w.fail_ahead = false;
+        w.append_framed(&big, 16).unwrap();
+        w.finish().unwrap();
+        assert_eq!(std::fs::read(&q).unwrap(), [&big[..], &big, &big].concat());
     }
 
     #[test]
