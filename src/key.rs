@@ -3,9 +3,15 @@
 //! Internal keys sort by user key ascending, then by trailer *descending*, so that the newest
 //! version of a user key comes first. Encoded on disk as `user_key ++ trailer (u64 LE)`.
 
+use crate::batch::MAX_KEY_SIZE;
 use bytes::Bytes;
 use std::borrow::Borrow;
 use std::cmp::Ordering;
+
+/// A user key above every key siltdb accepts (`MAX_KEY_SIZE + 1` bytes of `0xff`): the
+/// recorded largest key of a table whose tombstone runs to the end of the key space, and
+/// where a skip past such a tombstone goes.
+pub(crate) static END_OF_KEYS: [u8; MAX_KEY_SIZE + 1] = [0xff; MAX_KEY_SIZE + 1];
 
 /// A write's sequence number. 56 bits are usable.
 pub(crate) type SeqNo = u64;

@@ -11,11 +11,12 @@
 
 use crate::error::{Error, Result};
 use crate::iter::{BoxedIter, Entry, InternalIter, KeyRange, MergeIter};
+use crate::key::END_OF_KEYS;
 use crate::key::{self, InternalKey, SeqNo, ValueKind};
 use crate::memtable::Memtable;
 use crate::range_del::{self, Fragments};
 use crate::read::{ReadPath, ReadState};
-use crate::sstable::{CacheUse, END_OF_KEYS};
+use crate::sstable::CacheUse;
 use crate::version::{level_entries, table_entries, NUM_LEVELS};
 use bytes::Bytes;
 use std::ops::{Bound, RangeBounds};

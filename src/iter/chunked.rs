@@ -1,8 +1,9 @@
 //! [`Chunked`]: a double-ended walk over lazily loaded chunks.
 
 use super::{Entry, InternalIter};
+use crate::batch::MAX_KEY_SIZE;
 use crate::error::Result;
-use crate::key::SeqNo;
+use crate::key::{SeqNo, END_OF_KEYS};
 
 /// A sequence of chunks, each loaded on demand.
 pub(crate) trait ChunkSource {
@@ -28,8 +29,14 @@ pub(crate) struct Chunked<S: ChunkSource> {
     front: Option<S::Chunk>,
     back: Option<S::Chunk>,
     failed: bool,
-    /// A skip to apply to the next chunk the front loads.
-    pending_skip: Option<(Vec<u8>, SeqNo)>,
+    /// A skip to apply to the next chunk the front loads: to `skip_key` (or past every key if
+    /// `skip_to_end`) for versions older than the sequence number.
+    pending_skip: Option<SeqNo>,
+    /// The key of the pending skip (its buffer is reused from one skip to the next).
+    skip_key: Vec<u8>,
+    /// The pending skip is to the end of the key space: a to-end range delete, whose end
+    /// ([`END_OF_KEYS`], 64 KiB) is not copied for every key it covers.
+    skip_to_end: bool,
 }
 
 impl<S: ChunkSource> Chunked<S> {
@@ -42,6 +49,8 @@ impl<S: ChunkSource> Chunked<S> {
             back: None,
             failed: false,
             pending_skip: None,
+            skip_key: Vec::new(),
+            skip_to_end: false,
         }
     }
 
@@ -69,8 +78,13 @@ impl<S: ChunkSource> Iterator for Chunked<S> {
             if self.next_front < self.next_back {
                 match self.source.load(self.next_front) {
                     Ok(mut c) => {
-                        if let Some((k, seq)) = self.pending_skip.take() {
-                            if let Err(e) = c.skip_front_to(&k, seq) {
+                        if let Some(seq) = self.pending_skip.take() {
+                            let key = if self.skip_to_end {
+                                &END_OF_KEYS[..]
+                            } else {
+                                &self.skip_key[..]
+                            };
+                            if let Err(e) = c.skip_front_to(key, seq) {
                                 return self.fail(e);
                             }
                         }
@@ -103,7 +117,13 @@ impl<S: ChunkSource + Send> InternalIter for Chunked<S> {
             self.next_front += 1;
         }
         if self.next_front < self.next_back {
-            self.pending_skip = Some((key.to_vec(), seq));
+            self.pending_skip = Some(seq);
+            // Only the end of the key space is longer than a key.
+            self.skip_to_end = key.len() > MAX_KEY_SIZE;
+            if !self.skip_to_end {
+                self.skip_key.clear();
+                self.skip_key.extend_from_slice(key);
+            }
         } else if self.front.is_none() {
             if let Some(back) = self.back.as_mut() {
                 back.skip_front_to(key, seq)?;
@@ -169,6 +189,91 @@ mod tests {
                 .collect::<Vec<_>>()
                 .into_iter())
         }
+    }
+
+    /// A chunk that records the skips it is given: (the key is the end of the key space,
+    /// the key's length, the sequence number).
+    struct Recording {
+        inner: std::vec::IntoIter<Result<Entry>>,
+        skips: std::sync::Arc<std::sync::Mutex<Vec<(bool, usize, SeqNo)>>>,
+    }
+
+    impl Iterator for Recording {
+        type Item = Result<Entry>;
+        fn next(&mut self) -> Option<Result<Entry>> {
+            self.inner.next()
+        }
+    }
+
+    impl DoubleEndedIterator for Recording {
+        fn next_back(&mut self) -> Option<Result<Entry>> {
+            self.inner.next_back()
+        }
+    }
+
+    impl InternalIter for Recording {
+        fn skip_front_to(&mut self, key: &[u8], seq: SeqNo) -> Result<()> {
+            let end = key == &END_OF_KEYS[..];
+            self.skips.lock().unwrap().push((end, key.len(), seq));
+            Ok(())
+        }
+    }
+
+    struct Recorded {
+        chunks: Vec<Vec<Entry>>,
+        skips: std::sync::Arc<std::sync::Mutex<Vec<(bool, usize, SeqNo)>>>,
+    }
+
+    impl ChunkSource for Recorded {
+        type Chunk = Recording;
+        fn load(&mut self, i: usize) -> Result<Recording> {
+            Ok(Recording {
+                inner: self.chunks[i]
+                    .iter()
+                    .cloned()
+                    .map(Ok)
+                    .collect::<Vec<_>>()
+                    .into_iter(),
+                skips: self.skips.clone(),
+            })
+        }
+    }
+
+    /// A skip left pending for the next chunk reaches it whole: a key, or the end of the
+    /// key space (a to-end range delete), which is passed on without being copied (a 64 KiB
+    /// copy for every key such a tombstone covers, before).
+    #[test]
+    fn a_pending_skip_reaches_the_next_chunk_and_the_end_of_keys_is_not_copied() {
+        let skips = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let chunks = vec![
+            vec![entry("a", 5), entry("aa", 4)],
+            vec![entry("b", 1)],
+            vec![entry("c", 9)],
+        ];
+        let mut it = Chunked::new(
+            Recorded {
+                chunks,
+                skips: skips.clone(),
+            },
+            0,
+            3,
+        );
+        assert_eq!(&it.next().unwrap().unwrap().user_key[..], b"a");
+        it.skip_front_to(b"bb", 7).unwrap();
+        assert_eq!(&it.next().unwrap().unwrap().user_key[..], b"aa");
+        for _ in 0..1000 {
+            it.skip_front_to(&END_OF_KEYS, 8).unwrap();
+        }
+        assert!(
+            it.skip_key.capacity() < 64,
+            "the end of the key space was copied"
+        );
+        assert_eq!(&it.next().unwrap().unwrap().user_key[..], b"b");
+        let skips = skips.lock().unwrap().clone();
+        // The front chunk "a" got the first skip at once; the second chunk, loaded next, got
+        // the last pending one: to the end of the key space.
+        assert_eq!(skips.first(), Some(&(false, 2, 7)));
+        assert_eq!(skips.last(), Some(&(true, END_OF_KEYS.len(), 8)));
     }
 
     /// Chunks loaded by taking `taken` entries from the front of chunks of these sizes.

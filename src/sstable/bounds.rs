@@ -12,13 +12,8 @@
 //! kind, so they stay inside the table's sequence range.
 
 use super::properties::TableProperties;
-use crate::batch::MAX_KEY_SIZE;
-use crate::key::{self, SeqNo, ValueKind};
+use crate::key::{self, SeqNo, ValueKind, END_OF_KEYS};
 use crate::range_del::Fragments;
-
-/// A user key above every key siltdb accepts (`MAX_KEY_SIZE + 1` bytes of `0xff`): the
-/// recorded largest key of a table whose tombstone runs to the end of the key space.
-pub(crate) static END_OF_KEYS: [u8; MAX_KEY_SIZE + 1] = [0xff; MAX_KEY_SIZE + 1];
 
 /// What the manifest records about a table's contents.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -118,7 +113,7 @@ mod tests {
         // Unbounded: above every key.
         let b = table_bounds(&points(), Some(&rd("d", None, 7)));
         assert_eq!(key::user_key(&b.largest), &END_OF_KEYS[..]);
-        assert!(key::user_key(&b.largest) > &[0xffu8; MAX_KEY_SIZE][..]);
+        assert!(key::user_key(&b.largest) > &[0xffu8; crate::batch::MAX_KEY_SIZE][..]);
     }
 
     #[test]

@@ -11,7 +11,7 @@ pub(crate) mod properties;
 pub(crate) mod reader;
 
 pub use block_cache::{Admission, BlockCache};
-pub(crate) use bounds::{table_bounds, TableBounds, END_OF_KEYS};
+pub(crate) use bounds::{table_bounds, TableBounds};
 pub(crate) use builder::{BuildOptions, TableBuilder};
 pub use properties::TableProperties;
 pub use reader::{BlockInfo, IndexEntry, TableEntries, TableEntry, TableReader};
