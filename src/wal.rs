@@ -16,6 +16,7 @@
 //! `1..=MAX_SEQ` (0 is never assigned), `count` fits in its bytes, and inside one file each
 //! record's sequence numbers start above the previous record's.
 
+use crate::batch::{MAX_KEY_SIZE, MAX_VALUE_SIZE};
 use crate::encoding::{put_bytes, put_u32, put_u64, Reader};
 use crate::error::{io_context, Error, Result};
 use crate::fs::{FileSystem, WritableFile};
@@ -109,12 +110,15 @@ fn next_op<'a>(r: &mut Reader<'a>) -> Option<Op<&'a [u8]>> {
     } else {
         &[][..]
     };
-    // A range's bounds are at most a key and one byte (no writer makes longer ones).
+    // No writer makes longer keys and values than a batch accepts (a range's bounds: a key
+    // and one byte): a longer one would reach tables whose readers rely on the limits.
     let ranged = matches!(kind, OpKind::RangeDelete | OpKind::RangeDeleteToEnd);
-    if ranged && (key.len() > MAX_BOUND_LEN || value.len() > MAX_BOUND_LEN) {
-        return None;
-    }
-    Some(Op { kind, key, value })
+    let fits = if ranged {
+        key.len() <= MAX_BOUND_LEN && value.len() <= MAX_BOUND_LEN
+    } else {
+        key.len() <= MAX_KEY_SIZE && value.len() <= MAX_VALUE_SIZE
+    };
+    fits.then_some(Op { kind, key, value })
 }
 
 /// A decoded WAL payload.
@@ -502,6 +506,18 @@ mod tests {
             &[],
         );
         assert!(decode_ops(&ops, 1).is_none());
+        // Puts and deletes: keys and values as a batch accepts them, no longer.
+        for (kind, key, value, ok) in [
+            (OpKind::Put, MAX_KEY_SIZE, 1, true),
+            (OpKind::Put, MAX_KEY_SIZE + 1, 1, false),
+            (OpKind::Delete, MAX_KEY_SIZE, 0, true),
+            (OpKind::Delete, MAX_KEY_SIZE + 1, 0, false),
+            (OpKind::Put, 1, MAX_VALUE_SIZE + 1, false),
+        ] {
+            let mut ops = Vec::new();
+            encode_op(&mut ops, kind, &vec![7; key], &vec![8; value]);
+            assert_eq!(decode_ops(&ops, 1).is_some(), ok, "{kind:?} {key} {value}");
+        }
     }
 
     #[test]

@@ -47,12 +47,27 @@ pub(crate) struct ManifestState {
     pub(crate) torn_bytes: u64,
 }
 
+/// The longest `CURRENT` read: far more than a manifest's name and a newline.
+const CURRENT_MAX_LEN: u64 = 4096;
+
 /// Reads `CURRENT` and returns the number of the live manifest; `Ok(None)` if there is no
 /// `CURRENT`.
 pub(crate) fn read_current(fs: &dyn FileSystem, dir: &Path) -> Result<Option<u64>> {
     let path = dir.join(filename::CURRENT);
     if !fs.exists(&path) {
         return Ok(None);
+    }
+    // A manifest's name is a few bytes: a larger file is not read whole.
+    let len = fs
+        .open(&path)
+        .map_err(|e| io_context("open", &path, e))?
+        .len();
+    if len > CURRENT_MAX_LEN {
+        return Err(Error::corruption(
+            &path,
+            0,
+            format!("CURRENT is {len} bytes: too long to name a manifest"),
+        ));
     }
     let contents = fs::read_all(fs, &path).map_err(|e| io_context("read", &path, e))?;
     filename::parse_current(&contents).map(Some).ok_or_else(|| {
@@ -664,6 +679,11 @@ mod tests {
     fn bad_current_is_corruption() {
         let (fs, mem, dir) = setup();
         mem.write_file(&dir.join("CURRENT"), b"garbage").unwrap();
+        assert!(read_current(fs.as_ref(), &dir).unwrap_err().is_corruption());
+        // A huge CURRENT is refused by its size, not read whole.
+        let mut huge = b"MANIFEST-000009\n".to_vec();
+        huge.resize(CURRENT_MAX_LEN as usize + 1, b'\n');
+        mem.write_file(&dir.join("CURRENT"), &huge).unwrap();
         assert!(read_current(fs.as_ref(), &dir).unwrap_err().is_corruption());
         mem.write_file(&dir.join("CURRENT"), b"MANIFEST-000009\n")
             .unwrap();
