@@ -277,9 +277,16 @@ impl Fragments {
     }
 
     /// The pieces inside `[lo, hi)` (`None`: unbounded on that side), cut at `lo` and `hi`.
+    /// The pieces are sorted and disjoint: this finds the first that reaches past `lo` by
+    /// binary search and stops at the first that starts at `hi`, so a short scan over many
+    /// tombstones pays for the pieces it meets, not for all of them.
     pub(crate) fn clip(&self, lo: Option<&[u8]>, hi: Option<&[u8]>) -> Fragments {
+        let first = lo.map_or(0, |l| self.frags.partition_point(|f| !end_above(&f.end, l)));
         let mut frags = Vec::new();
-        for f in &self.frags {
+        for f in &self.frags[first..] {
+            if hi.is_some_and(|h| f.start[..] >= *h) {
+                break;
+            }
             let start = match lo {
                 Some(l) if f.start[..] < *l => Bytes::copy_from_slice(l),
                 _ => f.start.clone(),
@@ -497,6 +504,59 @@ mod tests {
             .fragments()
             .iter()
             .all(|x| x.end.is_none()));
+    }
+
+    /// The binary search and the early stop give what cutting every piece gives.
+    #[test]
+    fn clip_finds_the_same_pieces_as_a_walk_over_all_of_them() {
+        let key = |i: u32| format!("{i:04}");
+        let f = Fragments::build((0..300u32).map(|i| {
+            let end = (i % 7 != 0).then(|| key(i * 3 + i % 5));
+            t(&key(i * 3), end.as_deref(), u64::from(i % 11) + 1)
+        }));
+        let all = |lo: Option<&[u8]>, hi: Option<&[u8]>| {
+            let whole = Fragments {
+                frags: f.frags.clone(),
+            };
+            let mut out = Vec::new();
+            for p in &whole.frags {
+                let start = lo
+                    .filter(|l| p.start[..] < **l)
+                    .map_or(p.start.to_vec(), <[u8]>::to_vec);
+                let end = match hi {
+                    Some(h) if end_above(&p.end, h) => Some(h.to_vec()),
+                    _ => p.end.as_ref().map(|e| e.to_vec()),
+                };
+                if end.as_ref().is_none_or(|e| start < *e) {
+                    out.push((start, end, p.seqs.clone()));
+                }
+            }
+            out
+        };
+        let bounds: Vec<Option<String>> = std::iter::once(None)
+            .chain((0..1000u32).step_by(37).map(|i| Some(key(i))))
+            .collect();
+        for lo in &bounds {
+            for hi in &bounds {
+                let (lo, hi) = (
+                    lo.as_deref().map(str::as_bytes),
+                    hi.as_deref().map(str::as_bytes),
+                );
+                let got: Vec<_> = f
+                    .clip(lo, hi)
+                    .frags
+                    .iter()
+                    .map(|p| {
+                        (
+                            p.start.to_vec(),
+                            p.end.as_ref().map(|e| e.to_vec()),
+                            p.seqs.clone(),
+                        )
+                    })
+                    .collect();
+                assert_eq!(got, all(lo, hi), "{lo:?} {hi:?}");
+            }
+        }
     }
 
     #[test]
