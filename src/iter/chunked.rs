@@ -1,7 +1,6 @@
 //! [`Chunked`]: a double-ended walk over lazily loaded chunks.
 
 use super::{Entry, InternalIter};
-use crate::batch::MAX_KEY_SIZE;
 use crate::error::Result;
 use crate::key::{SeqNo, END_OF_KEYS};
 
@@ -118,8 +117,9 @@ impl<S: ChunkSource + Send> InternalIter for Chunked<S> {
         }
         if self.next_front < self.next_back {
             self.pending_skip = Some(seq);
-            // Only the end of the key space is longer than a key.
-            self.skip_to_end = key.len() > MAX_KEY_SIZE;
+            // The end of the key space is passed as the static itself (a range delete's own
+            // end may be as long: `k ++ 0x00` for a key of `MAX_KEY_SIZE` bytes).
+            self.skip_to_end = std::ptr::eq(key, &END_OF_KEYS[..]);
             if !self.skip_to_end {
                 self.skip_key.clear();
                 self.skip_key.extend_from_slice(key);
@@ -269,11 +269,19 @@ mod tests {
             "the end of the key space was copied"
         );
         assert_eq!(&it.next().unwrap().unwrap().user_key[..], b"b");
-        let skips = skips.lock().unwrap().clone();
+        let got = skips.lock().unwrap().clone();
         // The front chunk "a" got the first skip at once; the second chunk, loaded next, got
         // the last pending one: to the end of the key space.
-        assert_eq!(skips.first(), Some(&(false, 2, 7)));
-        assert_eq!(skips.last(), Some(&(true, END_OF_KEYS.len(), 8)));
+        assert_eq!(got.first(), Some(&(false, 2, 7)));
+        assert_eq!(got.last(), Some(&(true, END_OF_KEYS.len(), 8)));
+        // A range delete's end as long as the end of the key space (`k ++ 0x00` for a key of
+        // the largest size) is a key like any other, not the end.
+        let mut longest = vec![0xff; crate::batch::MAX_KEY_SIZE];
+        longest.push(0);
+        it.skip_front_to(&longest, 10).unwrap();
+        assert_eq!(&it.next().unwrap().unwrap().user_key[..], b"c");
+        let last = *skips.lock().unwrap().last().unwrap();
+        assert_eq!(last, (false, longest.len(), 10));
     }
 
     /// Chunks loaded by taking `taken` entries from the front of chunks of these sizes.

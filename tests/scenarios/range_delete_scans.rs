@@ -100,3 +100,32 @@ fn newer_writes_inside_a_removed_range_survive_the_skip() {
     assert_eq!(it.next_back().unwrap().unwrap().0, *want.last().unwrap());
     assert_eq!(it.count(), want.len() - 2);
 }
+
+/// A range delete up to and including a key of the largest size ends at that key `++ 0x00`,
+/// as long as the end of the key space: the scan skips what it covers and no more (the keys
+/// after it, in the next block of an older table, come out).
+#[test]
+fn a_range_delete_through_a_largest_key_hides_nothing_after_it() {
+    let longest = vec![b'a'; siltdb::MAX_KEY_SIZE];
+    let db = Db::open_with(
+        "/db",
+        siltdb::Options::default()
+            .file_system(std::sync::Arc::new(MemFs::new()))
+            .auto_compaction(false),
+    )
+    .unwrap();
+    db.insert(&longest, "v").unwrap();
+    db.insert("b", "1").unwrap();
+    db.insert("c", "2").unwrap();
+    db.flush().unwrap();
+    db.remove_range(..=longest.as_slice()).unwrap();
+    let want = vec![b"b".to_vec(), b"c".to_vec()];
+    for flushed in [false, true] {
+        let keys: Vec<Vec<u8>> = db.iter().map(|r| r.unwrap().0).collect();
+        assert_eq!(keys, want, "tombstone flushed: {flushed}");
+        let mut back: Vec<Vec<u8>> = db.iter().rev().map(|r| r.unwrap().0).collect();
+        back.reverse();
+        assert_eq!(back, want, "tombstone flushed: {flushed}");
+        db.flush().unwrap();
+    }
+}
