@@ -7,11 +7,15 @@
 //! snapshot covers. The purge is one synced write; saving the snapshot file takes two fsyncs
 //! and a rename. If the purge reached the disk first and the process died before the file
 //! did, the node would restart with entries purged that neither its data nor its snapshot
-//! holds, and could neither apply nor serve them again. So while a snapshot is being received
-//! or installed, a purge beyond what the saved file covers waits until the file covers it (or
-//! the install fails). Every other purge openraft makes is of entries a saved snapshot
-//! already covers (it purges only up to its last snapshot), and openraft's storage
-//! conformance suite purges logs with no snapshot at all: those never wait.
+//! holds, and could neither apply nor serve them again. So once this node has begun to
+//! receive a snapshot, a purge beyond what the saved file covers waits until the file covers
+//! it (or an install fails). The wait stays armed after an install ends: two streams can
+//! overlap (a new leader's first chunk arrives while the old leader's last one is being
+//! installed), and the second install's purge must wait too. Every other purge openraft
+//! makes is of entries a saved snapshot already covers (it purges only up to its last
+//! snapshot, which a build saves before it returns), so it never waits; neither does one on a
+//! node that never received a snapshot (openraft's storage conformance suite purges logs with
+//! no snapshot at all).
 
 use std::path::Path;
 use std::sync::Mutex;
@@ -36,8 +40,8 @@ pub(crate) struct SnapshotCover {
 #[derive(Clone, Copy, Default)]
 struct Cover {
     saved: Option<LogId<NodeId>>,
-    /// A snapshot is being received or installed.
-    installing: bool,
+    /// A snapshot has been received (or begun to be) since the node started.
+    received: bool,
     /// The last install failed (openraft stops the node on it): waiting purges give up.
     failed: bool,
 }
@@ -74,28 +78,25 @@ impl SnapshotCover {
     /// A snapshot is being received: purges beyond the file wait from now on.
     pub(crate) fn install_begins(&self) {
         self.state.send_modify(|c| {
-            c.installing = true;
+            c.received = true;
             c.failed = false;
         });
     }
 
-    /// The install that began has ended, well (`ok`) or not.
+    /// An install has ended, well (`ok`) or not (then waiting purges give up).
     pub(crate) fn install_ends(&self, ok: bool) {
-        self.state.send_modify(|c| {
-            c.installing = false;
-            c.failed = !ok;
-        });
+        self.state.send_modify(|c| c.failed = !ok);
     }
 
-    /// Returns once a purge of the log up to `upto` may be written: at once unless a snapshot
-    /// is being installed, else when the saved file covers `upto`.
+    /// Returns once a purge of the log up to `upto` may be written: at once on a node that
+    /// never received a snapshot, else when the saved file covers `upto`.
     ///
     /// Errors: [`Error::Io`](crate::Error::Io) if the install failed before its file covered
     /// `upto` (the purge must then not happen).
     pub(crate) async fn purge_may_go(&self, upto: LogId<NodeId>) -> Result<(), crate::Error> {
         let mut rx = self.state.subscribe();
         let cover = *rx
-            .wait_for(|c| !c.installing || c.saved >= Some(upto))
+            .wait_for(|c| !c.received || c.saved >= Some(upto) || c.failed)
             .await
             .expect("the sender lives in self");
         if cover.saved < Some(upto) && cover.failed {
@@ -177,6 +178,14 @@ mod tests {
         assert!(ready(purge.as_mut()));
         assert_eq!(file_index(dir.path()), Some(50));
         cover.install_ends(true);
+        // Still armed after the install: a second stream's install may come next.
+        let mut next = std::pin::pin!(cover.purge_may_go(id(90)));
+        assert!(
+            !ready(next.as_mut()),
+            "a purge beyond the file went after an install"
+        );
+        cover.save_if_newer(dir.path(), &meta(90), b"").unwrap();
+        assert!(ready(next.as_mut()));
         assert!(ready(std::pin::pin!(cover.purge_may_go(id(90)))));
     }
 

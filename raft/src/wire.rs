@@ -137,7 +137,8 @@ pub enum ClientReply {
 }
 
 /// The error inside the [`io::Error`] (of kind `InvalidData`) for a frame over
-/// [`MAX_FRAME`] bytes, sent or received: holds its length.
+/// [`MAX_FRAME`] bytes, sent or received: holds its length (for one being encoded, the
+/// length reached when the encoding stopped).
 #[derive(Debug)]
 pub struct FrameTooBig(pub usize);
 
@@ -145,7 +146,7 @@ impl std::fmt::Display for FrameTooBig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "frame of {} bytes is over the {MAX_FRAME}-byte limit",
+            "frame of {} bytes or more is over the {MAX_FRAME}-byte limit",
             self.0
         )
     }
@@ -162,19 +163,37 @@ pub fn is_too_big(e: &io::Error) -> bool {
     e.get_ref().is_some_and(|inner| inner.is::<FrameTooBig>())
 }
 
-/// Encodes `msg` as one frame: the length, then the JSON.
+/// Encodes `msg` as one frame: the length, then the JSON. The encoding stops as soon as it
+/// passes [`MAX_FRAME`] bytes, so a message too large to send (an append of many large
+/// entries) costs no more memory than a frame.
 ///
 /// Errors: `InvalidData` holding [`FrameTooBig`] if the JSON is over [`MAX_FRAME`] bytes
 /// (see [`is_too_big`]); `Other` if `msg` does not serialise.
 pub fn encode<T: Serialize>(msg: &T) -> io::Result<Vec<u8>> {
-    let body = serde_json::to_vec(msg).map_err(io::Error::other)?;
-    if body.len() > MAX_FRAME {
-        return Err(too_big(body.len()));
-    }
-    let mut out = Vec::with_capacity(4 + body.len());
-    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
-    out.extend_from_slice(&body);
+    let mut out = Capped(vec![0; 4]);
+    serde_json::to_writer(&mut out, msg).map_err(io::Error::from)?;
+    let mut out = out.0;
+    let body = (out.len() - 4) as u32; // at most MAX_FRAME: Capped refused more
+    out[..4].copy_from_slice(&body.to_be_bytes());
     Ok(out)
+}
+
+/// A frame being encoded: its 4-byte length, then at most [`MAX_FRAME`] bytes of JSON.
+struct Capped(Vec<u8>);
+
+impl Write for Capped {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let body = self.0.len() - 4 + buf.len();
+        if body > MAX_FRAME {
+            return Err(too_big(body));
+        }
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 fn decode<T: DeserializeOwned>(body: &[u8]) -> io::Result<T> {
