@@ -33,7 +33,7 @@ pub(crate) struct SnapshotCover {
     /// concurrently with installs, and an older build must not replace a newer file. Only
     /// the state machine and its builders write the file, so this is what the file holds.
     file: Mutex<Option<LogId<NodeId>>>,
-    /// What purges wait on: the file's log id, and whether an install is under way.
+    /// What purges wait on: the file's log id, and whether a snapshot was ever received.
     state: watch::Sender<Cover>,
 }
 
