@@ -28,12 +28,12 @@ use crate::NodeId;
 
 /// See the module documentation.
 pub(crate) struct SnapshotCover {
-    /// The log id the snapshot file covers (`None`: no file, or one that covers nothing),
-    /// held while the file is replaced: openraft builds snapshots in a task of its own,
-    /// concurrently with installs, and an older build must not replace a newer file. Only
-    /// the state machine and its builders write the file, so this is what the file holds.
-    file: Mutex<Option<LogId<NodeId>>>,
-    /// What purges wait on: the file's log id, and whether a snapshot was ever received.
+    /// Held while the file is replaced: openraft builds snapshots in a task of its own,
+    /// concurrently with installs, and an older build must not replace a newer file.
+    file: Mutex<()>,
+    /// What purges wait on: the log id the file covers (`None`: no file, or one that covers
+    /// nothing; only the state machine and its builders write the file, so this is what it
+    /// holds), and whether a snapshot was ever received.
     state: watch::Sender<Cover>,
 }
 
@@ -50,7 +50,7 @@ impl SnapshotCover {
     /// A cover for a node whose snapshot file covers the log up to `saved`.
     pub(crate) fn new(saved: Option<LogId<NodeId>>) -> SnapshotCover {
         SnapshotCover {
-            file: Mutex::new(saved),
+            file: Mutex::new(()),
             state: watch::Sender::new(Cover {
                 saved,
                 ..Cover::default()
@@ -65,12 +65,12 @@ impl SnapshotCover {
         meta: &Meta,
         data: &[u8],
     ) -> Result<(), crate::Error> {
-        let mut saved = self.file.lock().unwrap_or_else(|p| p.into_inner());
-        if saved.is_some() && *saved >= meta.last_log_id {
+        let _replacing = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        let saved = self.state.borrow().saved;
+        if saved.is_some() && saved >= meta.last_log_id {
             return Ok(());
         }
         snapshot_file::save(dir, meta, data)?;
-        *saved = meta.last_log_id;
         self.state.send_modify(|c| c.saved = meta.last_log_id);
         Ok(())
     }

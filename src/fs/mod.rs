@@ -113,16 +113,6 @@ pub trait RandomAccessFile: Send + Sync + fmt::Debug {
 /// An exclusive lock on a file, released when dropped.
 pub trait FileLock: Send + Sync + fmt::Debug {}
 
-/// Reads a whole file into memory.
-pub(crate) fn read_all(fs: &dyn FileSystem, path: &Path) -> io::Result<Vec<u8>> {
-    let file = fs.open(path)?;
-    let len = usize::try_from(file.len())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "file too large"))?;
-    let mut buf = vec![0u8; len];
-    file.read_exact_at(&mut buf, 0)?;
-    Ok(buf)
-}
-
 /// Writes `data` to `path` through a temporary file, syncs it, renames it over `path` and syncs
 /// the directory: after a crash, `path` holds either its old contents or `data`.
 pub(crate) fn write_atomic(

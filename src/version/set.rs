@@ -58,10 +58,8 @@ pub(crate) fn read_current(fs: &dyn FileSystem, dir: &Path) -> Result<Option<u64
         return Ok(None);
     }
     // A manifest's name is a few bytes: a larger file is not read whole.
-    let len = fs
-        .open(&path)
-        .map_err(|e| io_context("open", &path, e))?
-        .len();
+    let file = fs.open(&path).map_err(|e| io_context("open", &path, e))?;
+    let len = file.len();
     if len > CURRENT_MAX_LEN {
         return Err(Error::corruption(
             &path,
@@ -69,7 +67,9 @@ pub(crate) fn read_current(fs: &dyn FileSystem, dir: &Path) -> Result<Option<u64
             format!("CURRENT is {len} bytes: too long to name a manifest"),
         ));
     }
-    let contents = fs::read_all(fs, &path).map_err(|e| io_context("read", &path, e))?;
+    let mut contents = vec![0u8; len as usize];
+    file.read_exact_at(&mut contents, 0)
+        .map_err(|e| io_context("read", &path, e))?;
     filename::parse_current(&contents).map(Some).ok_or_else(|| {
         Error::corruption(
             &path,
