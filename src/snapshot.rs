@@ -4,6 +4,7 @@ use crate::error::Result;
 use crate::key::SeqNo;
 use crate::read::ReadPath;
 use crate::scan::{self, Iter};
+use crate::stats::ReadTrace;
 use crate::value::Value;
 use std::ops::RangeBounds;
 use std::sync::Arc;
@@ -40,6 +41,19 @@ impl Snapshot {
             .read
             .get(key.as_ref(), Some(self.seq), None)?
             .map(Value::from_bytes))
+    }
+
+    /// The same read as [`get`](Snapshot::get), with a [`ReadTrace`] of what it did per
+    /// table: a table that holds only versions written after the snapshot shows as
+    /// [`TableOutcome::NewerOnly`](crate::TableOutcome::NewerOnly). Errors as
+    /// [`get`](Snapshot::get).
+    pub fn get_traced(&self, key: impl AsRef<[u8]>) -> Result<(Option<Value>, ReadTrace)> {
+        self.read.check_open()?;
+        let mut trace = ReadTrace::default();
+        let v = self
+            .read
+            .get(key.as_ref(), Some(self.seq), Some(&mut trace))?;
+        Ok((v.map(Value::from_bytes), trace))
     }
 
     /// True if `key` had a value as of the snapshot.

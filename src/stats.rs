@@ -13,7 +13,9 @@ pub struct Stats {
     pub memtable_hits: u64,
     /// Memtables skipped because their filter said "definitely not" (no skiplist walk).
     pub memtable_filter_negatives: u64,
-    /// Memtables whose filter said "maybe" that did not hold the key.
+    /// Memtables whose filter said "maybe" that did not hold the key. A memtable that held
+    /// only versions newer than the read (a snapshot's get) is not counted: its filter was
+    /// right.
     pub memtable_filter_false_positives: u64,
     /// Bytes of the memtables' filters now (active and sealed memtables).
     pub memtable_filter_bytes: u64,
@@ -31,7 +33,8 @@ pub struct Stats {
     pub filter_negatives: u64,
     /// Filter said "maybe", a data block was read, the table did not hold the key.
     pub filter_false_positives: u64,
-    /// Filter said "maybe" and the table held the key (a value or a tombstone).
+    /// Filter said "maybe" and the table held the key: a value or a tombstone, visible to
+    /// the read or newer than it (a snapshot's get, [`TableOutcome::NewerOnly`]).
     pub filter_true_positives: u64,
     /// Data blocks gets needed, whether the block cache or a file supplied them.
     pub data_block_reads: u64,
@@ -225,6 +228,11 @@ pub enum TableOutcome {
     Found,
     /// The table held a tombstone for the key.
     Tombstone,
+    /// The table held versions of the key, all newer than the read (a snapshot's get, or a
+    /// write that raced it): the get went on. A block was read, unless the index showed that
+    /// the table's last entry is such a version. The filter's "maybe" counts as a true
+    /// positive.
+    NewerOnly,
     /// One of the table's range tombstones covers the key (newer than any version the table
     /// holds): the key is deleted. A block is read only if the filter said "maybe".
     RangeDeleted,

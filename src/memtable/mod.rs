@@ -45,7 +45,10 @@ pub(crate) enum Lookup {
     Value(Bytes, SeqNo),
     /// The newest visible version is a tombstone, written at this sequence number.
     Deleted(SeqNo),
-    /// No visible version here: look further down.
+    /// Versions of the key are here, all newer than the read's sequence number: look
+    /// further down (the filter's "maybe" was right).
+    Newer,
+    /// No version of the key here: look further down.
     Absent,
     /// The memtable's filter says it holds no version of the key (the skiplist was not
     /// searched): look further down.
@@ -419,7 +422,15 @@ impl Memtable {
                     _ => Lookup::Deleted(seq),
                 }
             }
-            _ => Lookup::Absent,
+            // Nothing visible: a version newer than the read would sort first among the
+            // key's versions. A second search, on this path only.
+            _ => {
+                let first = KeyRef::new(user_key, key::lookup_trailer(key::MAX_SEQ));
+                match self.map.lower_bound(&first, true) {
+                    Some(c) if c.entry().0.user_key.as_ref() == user_key => Lookup::Newer,
+                    _ => Lookup::Absent,
+                }
+            }
         }
     }
 
@@ -702,7 +713,10 @@ mod tests {
         m.insert(b("k"), 5, ValueKind::Delete, Bytes::new())
             .unwrap();
         m.insert(b("ka"), 2, ValueKind::Put, b("x")).unwrap();
-        assert_eq!(m.get(b"k", 0), Lookup::Absent);
+        // Versions only newer than the read are told apart from no version at all.
+        assert_eq!(m.get(b"k", 0), Lookup::Newer);
+        assert_eq!(m.get(b"ka", 1), Lookup::Newer);
+        assert_eq!(m.get(b"kb", 9), Lookup::Absent);
         assert_eq!(m.get(b"k", 1), Lookup::Value(b("v1"), 1));
         assert_eq!(m.get(b"k", 4), Lookup::Value(b("v3"), 3));
         assert_eq!(m.get(b"k", 5), Lookup::Deleted(5));

@@ -134,6 +134,7 @@ fn get_in(
                 g.range_covered = true;
                 return Ok(None);
             }
+            Lookup::Newer => {}
             Lookup::Absent => g.memtable_filter_false_positives += 1,
             Lookup::Filtered => g.memtable_filter_negatives += 1,
         }
@@ -320,6 +321,7 @@ fn answer(
         TableLookup::Deleted(s) if s > covered => (TableOutcome::Tombstone, Some(None)),
         TableLookup::Absent if covered == 0 && filtered => (TableOutcome::FalsePositive, None),
         TableLookup::Absent if covered == 0 => (TableOutcome::NotFound, None),
+        TableLookup::Newer if covered == 0 => (TableOutcome::NewerOnly, None),
         // A version older than the table's own tombstone, or none: the tombstone answers.
         _ => (TableOutcome::RangeDeleted, Some(None)),
     };

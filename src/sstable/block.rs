@@ -156,20 +156,21 @@ impl Block {
     }
 
     /// The value of the first entry at or after (`user_key`, `trailer`), sharing the block's
-    /// memory (not copied), with that entry's user key and trailer: what a point get needs.
-    /// `Err(())` if the block is malformed.
-    pub(crate) fn seek_point(
-        &self,
-        user_key: &[u8],
-        trailer: u64,
-    ) -> Result<Option<PointEntry>, ()> {
+    /// memory (not copied), with that entry's user key and trailer, and whether the entry
+    /// before it holds `user_key`: what a point get needs. `Err(())` if the block is
+    /// malformed.
+    pub(crate) fn seek_point(&self, user_key: &[u8], trailer: u64) -> Result<PointSeek, ()> {
         SEEK_BUFFERS.with(|bufs| {
             let (key, prev) = &mut *bufs.borrow_mut();
-            let Some(value) = self.seek_into(user_key, trailer, key, prev)? else {
-                return Ok(None);
+            let (found, before) = self.seek_into(user_key, trailer, key, prev)?;
+            let Some(value) = found else {
+                return Ok(PointSeek {
+                    entry: None,
+                    before_is_same_user_key: before,
+                });
             };
             let (u, t) = key::decode(key).ok_or(())?;
-            Ok(Some(PointEntry {
+            let entry = Some(PointEntry {
                 same_user_key: u == user_key,
                 trailer: t,
                 // The value owns a reference to the parsed block, which this get already
@@ -178,7 +179,11 @@ impl Block {
                     block: self.clone(),
                     range: value,
                 }),
-            }))
+            });
+            Ok(PointSeek {
+                entry,
+                before_is_same_user_key: before,
+            })
         })
     }
 }
@@ -338,6 +343,7 @@ impl Parsed {
         let (mut key, mut prev) = (Vec::new(), Vec::new());
         Ok(self
             .seek_into(user_key, trailer, &mut key, &mut prev)?
+            .0
             .map(|v| (Bytes::from(key), self.data.slice(v))))
     }
 
@@ -360,15 +366,17 @@ impl Parsed {
     }
 
     /// The seek itself: leaves the found entry's full key in `key` and returns its value's
-    /// position. `key` and `prev` are scratch buffers, reused across seeks so that walking a
-    /// block allocates nothing.
+    /// position (`None` past the last entry), with whether the entry just before that
+    /// position holds `user_key` too (`None` if the position is the block's first). `key`
+    /// and `prev` are scratch buffers, reused across seeks so that walking a block allocates
+    /// nothing.
     fn seek_into(
         &self,
         user_key: &[u8],
         trailer: u64,
         key: &mut Vec<u8>,
         prev: &mut Vec<u8>,
-    ) -> Result<Option<std::ops::Range<usize>>, ()> {
+    ) -> SeekResult {
         let cmp = |k: &[u8]| -> Result<Ordering, ()> {
             let (u, t) = key::decode(k).ok_or(())?;
             Ok(key::cmp_parts(u, t, user_key, trailer))
@@ -409,25 +417,43 @@ impl Parsed {
         std::hint::black_box(touched);
         key.clear();
         prev.clear();
+        // Whether the last entry walked past holds `user_key`: a newer version of it.
+        let mut after_same = None;
         while pos < self.entries_end {
             let (value, next) = self.entry_at(pos, key).ok_or(())?;
             // The keys this seek walks past must increase, or the answer could be wrong.
             if !self.ordered && !prev.is_empty() && !key::cmp_encoded(prev, key).is_lt() {
                 return Err(());
             }
-            if cmp(key)? != Ordering::Less {
-                return Ok(Some(value));
+            let (u, t) = key::decode(key).ok_or(())?;
+            if key::cmp_parts(u, t, user_key, trailer) != Ordering::Less {
+                return Ok((Some(value), after_same));
             }
+            after_same = Some(u == user_key);
             if !self.ordered {
                 prev.clone_from(key);
             }
             pos = next;
         }
-        Ok(None)
+        Ok((None, after_same))
     }
 }
 
+/// What [`Block::seek_into`] returns: the found entry's value position, and whether the entry
+/// before it holds the user key sought.
+type SeekResult = Result<(Option<std::ops::Range<usize>>, Option<bool>), ()>;
+
 /// What [`Block::seek_point`] found.
+pub(crate) struct PointSeek {
+    /// The first entry at or after the key sought; `None` if every entry is before it.
+    pub(crate) entry: Option<PointEntry>,
+    /// Whether the entry just before that position (the block's last entry if `entry` is
+    /// `None`) holds the user key sought, which makes it a version newer than the read's;
+    /// `None` if the position is the block's first.
+    pub(crate) before_is_same_user_key: Option<bool>,
+}
+
+/// The entry [`Block::seek_point`] found.
 pub(crate) struct PointEntry {
     /// The entry's user key is the one looked up.
     pub(crate) same_user_key: bool,
@@ -550,8 +576,10 @@ mod tests {
                 let got = b.seek(&probe, lookup_trailer(5)).unwrap().map(|(k, _)| key::user_key(&k).to_vec());
                 prop_assert_eq!(&got, &want);
                 let point = b.seek_point(&probe, lookup_trailer(5)).unwrap();
-                prop_assert_eq!(point.is_some(), want.is_some());
-                if let (Some(p), Some(w)) = (point, &want) {
+                prop_assert_eq!(point.entry.is_some(), want.is_some());
+                // Every key has one version: the entry before is never the key sought.
+                prop_assert!(point.before_is_same_user_key != Some(true));
+                if let (Some(p), Some(w)) = (point.entry, &want) {
                     prop_assert_eq!(p.same_user_key, w == &probe);
                     let i = keys.iter().position(|k| k == w).unwrap();
                     let v = format!("v{i}");

@@ -95,7 +95,11 @@ pub(crate) enum TableLookup {
     Value(Bytes, SeqNo),
     /// ... is a tombstone, written at this sequence number.
     Deleted(SeqNo),
-    /// The table holds no visible version of the key.
+    /// The table holds versions of the key, all newer than the read's sequence number (a
+    /// snapshot read, or a write that raced the get): nothing visible, but the filter's
+    /// "maybe" was right.
+    Newer,
+    /// The table holds no version of the key.
     Absent,
 }
 
@@ -718,7 +722,7 @@ impl TableReader {
     ) -> Result<TableLookup> {
         let t = key::lookup_trailer(seq);
         let Some(i) = self.block_for(user_key, t) else {
-            return Ok(TableLookup::Absent);
+            return Ok(self.newer_before_block(self.index.len(), user_key));
         };
         let block = self.data_block(i, cost)?;
         self.lookup_in(&block, i, user_key, t)
@@ -734,7 +738,7 @@ impl TableReader {
     ) -> Option<Result<TableLookup>> {
         let t = key::lookup_trailer(seq);
         let Some(i) = self.block_for(user_key, t) else {
-            return Some(Ok(TableLookup::Absent));
+            return Some(Ok(self.newer_before_block(self.index.len(), user_key)));
         };
         let Source::Cached(c) = &self.source else {
             return None;
@@ -751,10 +755,10 @@ impl TableReader {
     /// What data block `i` says about (`user_key`, `t`).
     fn lookup_in(&self, block: &Block, i: usize, user_key: &[u8], t: u64) -> Result<TableLookup> {
         let offset = self.index[i].handle.offset;
-        let found = block
+        let seek = block
             .seek_point(user_key, t)
             .map_err(|()| Error::corruption(&self.path, offset, "data block: malformed entry"))?;
-        Ok(match found {
+        Ok(match seek.entry {
             Some(e) if e.same_user_key => match key::trailer_kind(e.trailer) {
                 Some(ValueKind::Put) => TableLookup::Value(e.value, key::trailer_seq(e.trailer)),
                 Some(ValueKind::Delete) => TableLookup::Deleted(key::trailer_seq(e.trailer)),
@@ -766,8 +770,27 @@ impl TableReader {
                     ))
                 }
             },
-            _ => TableLookup::Absent,
+            // The entry just before the position found (in this block, or the previous
+            // block's last) decides whether the table holds only newer versions.
+            _ => match seek.before_is_same_user_key {
+                Some(true) => TableLookup::Newer,
+                Some(false) => TableLookup::Absent,
+                None => self.newer_before_block(i, user_key),
+            },
         })
+    }
+
+    /// [`TableLookup::Newer`] if the entry before data block `i` (the last of block `i - 1`;
+    /// the table's last entry when `i` is past the last block) is a version of `user_key`,
+    /// else [`TableLookup::Absent`]. An index key that is a separator (section 5.3 of
+    /// `docs/format.md`) means no: a lookup that a separator sends past a block never
+    /// wants that block's last user key.
+    fn newer_before_block(&self, i: usize, user_key: &[u8]) -> TableLookup {
+        let last = i.checked_sub(1).and_then(|b| self.index.get(b));
+        match last.and_then(|e| key::decode(&e.last_key)) {
+            Some((u, tr)) if u == user_key && key::trailer_kind(tr).is_some() => TableLookup::Newer,
+            _ => TableLookup::Absent,
+        }
     }
 
     /// The table's range tombstones; `None` if it has none.
@@ -916,7 +939,7 @@ impl TableReader {
                 tombstone: true,
                 value: Vec::new(),
             }),
-            TableLookup::Absent => None,
+            TableLookup::Newer | TableLookup::Absent => None,
         })
     }
 
@@ -1199,6 +1222,92 @@ mod tests {
             let r = rewrite(&fs, &bytes, f, |_| {});
             assert!(r.unwrap_err().is_corruption(), "case {i}");
         }
+    }
+
+    #[test]
+    fn gets_tell_newer_only_versions_from_absent_keys_at_every_block_boundary() {
+        // Keys with one to four versions in blocks of two or three entries: versions of a
+        // key straddle block boundaries, and keys far apart get shortened separators.
+        let fs = MemFs::new();
+        fs.create_dir_all(Path::new("/t")).unwrap();
+        let opts = BuildOptions {
+            block_size: 48,
+            filter: crate::filter::TableFilter::Bloom { bits_per_key: 10.0 },
+            level: 0,
+        };
+        let mut b = TableBuilder::create(&fs, Path::new(PATH), opts).unwrap();
+        // Each user key with its versions, oldest first (a value, or `None` for a tombstone).
+        type Versions = Vec<(SeqNo, Option<Vec<u8>>)>;
+        let mut model: Vec<(Vec<u8>, Versions)> = Vec::new();
+        let mut seq = 0;
+        for i in 0..60u64 {
+            let user = format!("k{:04}x", i * 37).into_bytes();
+            let mut versions = Vec::new();
+            for v in 0..=(i % 4) {
+                seq += 1;
+                let value = (v % 3 != 2).then(|| format!("v{i}.{v}").into_bytes());
+                versions.push((seq, value));
+            }
+            // Internal order: newest first.
+            for (s, value) in versions.iter().rev() {
+                let kind = if value.is_some() {
+                    ValueKind::Put
+                } else {
+                    ValueKind::Delete
+                };
+                let v = value.clone().unwrap_or_default();
+                b.add(&key::encode(&user, key::trailer(*s, kind)), &v)
+                    .unwrap();
+            }
+            model.push((user, versions));
+        }
+        b.finish().unwrap();
+        let t = TableReader::open(&fs, Path::new(PATH)).unwrap();
+        assert!(t.index().len() > 20, "{} blocks", t.index().len());
+        let separators = t
+            .index()
+            .iter()
+            .filter(|e| key::decode(&e.last_key).unwrap().1 == key::lookup_trailer(key::MAX_SEQ))
+            .count();
+        assert!(separators > 0, "some index keys are shortened separators");
+        // Probes: every key, every index key's user key, and keys between the keys.
+        let mut probes: Vec<Vec<u8>> = model.iter().map(|(u, _)| u.clone()).collect();
+        probes.extend(
+            t.index()
+                .iter()
+                .map(|e| key::user_key(&e.last_key).to_vec()),
+        );
+        probes.extend(
+            (0..60 * 37)
+                .step_by(5)
+                .map(|i| format!("k{i:04}").into_bytes()),
+        );
+        probes.push(b"zzz".to_vec());
+        let mut newer_seen = 0;
+        for probe in &probes {
+            let versions = model
+                .iter()
+                .find(|(u, _)| u == probe)
+                .map_or(&[][..], |(_, v)| &v[..]);
+            for read_seq in (0..=seq + 1).chain([key::MAX_SEQ]) {
+                let want = match versions.iter().rev().find(|(s, _)| *s <= read_seq) {
+                    Some((s, Some(v))) => TableLookup::Value(Bytes::from(v.clone()), *s),
+                    Some((s, None)) => TableLookup::Deleted(*s),
+                    None if versions.is_empty() => TableLookup::Absent,
+                    None => TableLookup::Newer,
+                };
+                newer_seen += usize::from(want == TableLookup::Newer);
+                let mut cost = ReadCost::default();
+                let got = t.get(probe, read_seq, &mut cost).unwrap();
+                assert_eq!(
+                    got,
+                    want,
+                    "{} at {read_seq}",
+                    String::from_utf8_lossy(probe)
+                );
+            }
+        }
+        assert!(newer_seen > 1000, "{newer_seen}");
     }
 
     #[test]

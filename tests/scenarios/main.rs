@@ -65,6 +65,7 @@ mod rotation_outside_state_lock;
 mod scan_order_tombstones;
 mod sequential_load_moves_tables;
 mod snapshot_isolation;
+mod snapshot_read_counters;
 mod table_cache_many_tables;
 mod torn_wal_tail;
 mod wait_for_compactions_after_last_flush;

@@ -342,6 +342,7 @@ fn outcome_name(o: TableOutcome) -> &'static str {
         TableOutcome::NotFound => "no filter; not found",
         TableOutcome::Found => "found",
         TableOutcome::Tombstone => "tombstone",
+        TableOutcome::NewerOnly => "only versions newer than the read",
         TableOutcome::RangeDeleted => "covered by a range tombstone",
     }
 }

@@ -326,9 +326,10 @@ fn run_reads(
                     wasted += p;
                 }
                 TableOutcome::NotFound => wasted += 1.0,
-                TableOutcome::Found | TableOutcome::Tombstone | TableOutcome::RangeDeleted => {
-                    wasted += 1.0
-                }
+                TableOutcome::Found
+                | TableOutcome::Tombstone
+                | TableOutcome::NewerOnly
+                | TableOutcome::RangeDeleted => wasted += 1.0,
                 TableOutcome::OutOfRange => {}
             }
         }
