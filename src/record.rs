@@ -138,6 +138,14 @@ pub(crate) struct TailReport {
 /// page a power loss lost (a single flipped bit never makes them).
 const LOST_PAGE_ZEROS: usize = 32;
 
+/// Bytes a scan past a bad record reads at a time: however far the rest of the log runs, the
+/// scan holds one window (and at most one candidate record's payload) in memory. Small in
+/// unit tests, so that their logs cross many windows.
+#[cfg(not(test))]
+const SCAN_WINDOW: u64 = 1 << 20;
+#[cfg(test)]
+const SCAN_WINDOW: u64 = 1000;
+
 /// What a record that does not decode, with no valid record after it, is.
 enum Verdict {
     /// Damage a crash cannot explain.
@@ -264,18 +272,27 @@ impl RecordReader {
             first_valid: None,
             sync_mark: false,
         };
-        if from >= self.len {
-            return Ok(after);
-        }
-        let tail = self.read(from, (self.len - from) as usize)?;
-        let mut start = 0;
-        while tail.len() - start >= HEADER_LEN {
-            let rest = &tail[start..];
-            let room = (rest.len() - HEADER_LEN) as u64;
-            if let Some((crc, len)) = check_header(rest, self.file_number, room) {
-                let payload = &rest[HEADER_LEN..HEADER_LEN + len as usize];
+        // The bytes read last, `[window_at, window_at + window.len())`.
+        let (mut window_at, mut window) = (from, Vec::new());
+        let mut pos = from;
+        while self.len.saturating_sub(pos) >= HEADER_LEN as u64 {
+            if pos + HEADER_LEN as u64 > window_at + window.len() as u64 {
+                window_at = pos;
+                window = self.read(pos, (self.len - pos).min(SCAN_WINDOW) as usize)?;
+            }
+            let at = (pos - window_at) as usize;
+            let room = self.len - pos - HEADER_LEN as u64;
+            if let Some((crc, len)) = check_header(&window[at..], self.file_number, room) {
+                let (start, end) = (at + HEADER_LEN, at + HEADER_LEN + len as usize);
+                let outside;
+                let payload = if end <= window.len() {
+                    &window[start..end]
+                } else {
+                    outside = self.read(pos + HEADER_LEN as u64, len as usize)?;
+                    &outside[..]
+                };
                 if mask_crc(crc32fast::hash(payload)) == crc {
-                    after.first_valid.get_or_insert(from + start as u64);
+                    after.first_valid.get_or_insert(pos);
                     let Some(is_mark) = self.sync_mark else {
                         break;
                     };
@@ -283,11 +300,11 @@ impl RecordReader {
                         after.sync_mark = true;
                         break;
                     }
-                    start += HEADER_LEN + len as usize;
+                    pos += (HEADER_LEN + len as usize) as u64;
                     continue;
                 }
             }
-            start += 1;
+            pos += 1;
         }
         Ok(after)
     }
@@ -295,24 +312,33 @@ impl RecordReader {
     /// True if the bad stretch `[from, to)` holds what a page lost by a power loss leaves:
     /// zeros that end at a 4 KiB boundary and either start at `from` or run for at least
     /// [`LOST_PAGE_ZEROS`] bytes, or a record header of zeros at `from`; and no single flipped
-    /// bit of the header at `from` makes its record whole (a flip can zero a byte).
+    /// bit of the header at `from` makes its record whole (a flip can zero a byte). Reads the
+    /// stretch a window at a time.
     fn looks_like_lost_pages(&self, from: u64, to: u64) -> Result<bool> {
-        let stretch = self.read(from, (to - from) as usize)?;
-        let zero = |r: std::ops::Range<usize>| stretch[r].iter().all(|&b| b == 0);
+        let zero = |bytes: &[u8]| bytes.iter().all(|&b| b == 0);
         // Zeros from `from` to a boundary count only where they broke the header: a header
         // that checks lost nothing (its first bytes were zero anyway).
-        let header = &stretch[..stretch.len().min(HEADER_LEN)];
+        let head = self.read(from, (to - from).min(LOST_PAGE_ZEROS as u64) as usize)?;
+        let header = &head[..head.len().min(HEADER_LEN)];
         let header_checks = check_header(header, self.file_number, u64::MAX).is_some();
-        let mut found = stretch.len() >= HEADER_LEN && zero(0..HEADER_LEN);
-        let mut boundary = (from + 1).next_multiple_of(PAGE);
-        while !found && boundary <= to {
-            let end = (boundary - from) as usize;
-            found = if end < LOST_PAGE_ZEROS {
-                !header_checks && zero(0..end)
-            } else {
-                zero(end - LOST_PAGE_ZEROS..end)
-            };
-            boundary += PAGE;
+        let mut found = head.len() >= HEADER_LEN && zero(&head[..HEADER_LEN]);
+        // Windows end at page boundaries, so that the zeros before each boundary past the
+        // first window's start lie in the boundary's own window.
+        let mut window_at = from;
+        while !found && window_at < to {
+            let window_end = (window_at + SCAN_WINDOW).next_multiple_of(PAGE).min(to);
+            let window = self.read(window_at, (window_end - window_at) as usize)?;
+            let mut boundary = (window_at + 1).next_multiple_of(PAGE);
+            while !found && boundary <= window_end {
+                found = if boundary - from < LOST_PAGE_ZEROS as u64 {
+                    !header_checks && zero(&head[..(boundary - from) as usize])
+                } else {
+                    let end = (boundary - window_at) as usize;
+                    zero(&window[end - LOST_PAGE_ZEROS..end])
+                };
+                boundary += PAGE;
+            }
+            window_at = window_end;
         }
         Ok(found && !self.header_bit_flip_makes_whole(from)?)
     }
@@ -394,10 +420,9 @@ impl RecordReader {
 
     /// True if every byte from `from` to the end of the file is zero.
     fn zero_to_end(&self, from: u64) -> Result<bool> {
-        const STEP: u64 = 1 << 16;
         let mut at = from;
         while at < self.len {
-            let n = STEP.min(self.len - at);
+            let n = SCAN_WINDOW.min(self.len - at);
             if self.read(at, n as usize)?.iter().any(|&b| b != 0) {
                 return Ok(false);
             }
@@ -785,6 +810,65 @@ mod tests {
         assert_eq!(recs.len(), 1);
         assert_eq!(tail.dropped_bytes, 4 << 20);
         assert!(t.elapsed() < std::time::Duration::from_secs(20));
+    }
+
+    /// A file that remembers the largest single read made of it.
+    #[derive(Debug)]
+    struct LargestRead {
+        inner: Arc<dyn RandomAccessFile>,
+        largest: std::sync::atomic::AtomicUsize,
+    }
+
+    impl RandomAccessFile for LargestRead {
+        fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+            self.largest
+                .fetch_max(buf.len(), std::sync::atomic::Ordering::Relaxed);
+            self.inner.read_exact_at(buf, offset)
+        }
+        fn len(&self) -> u64 {
+            self.inner.len()
+        }
+    }
+
+    #[test]
+    fn scans_past_a_bad_record_read_a_window_at_a_time() {
+        // A run of ones after the first record (every offset a candidate header), then 32
+        // zeros up to a page boundary and valid records: with sync marks the bad stretch is
+        // a lost page, cut; every read the scans make stays within a window.
+        let (fs, p, mut bytes) = log_with(&[b"one"]);
+        let garbage_end = 60 * PAGE as usize;
+        bytes.resize(garbage_end - LOST_PAGE_ZEROS, 1);
+        bytes.resize(garbage_end, 0);
+        let records_at = bytes.len() as u64;
+        for i in 0..20u8 {
+            bytes.extend_from_slice(&frame(&[i; 150], 7));
+        }
+        fs.write_file(&p, &bytes).unwrap();
+        for marks in [false, true] {
+            let file = Arc::new(LargestRead {
+                inner: fs.open(&p).unwrap(),
+                largest: Default::default(),
+            });
+            let mut r = RecordReader::new(file.clone(), &p, 7);
+            if marks {
+                r = r.lost_pages_after_sync(|p| p.is_empty());
+            }
+            assert_eq!(r.next().unwrap().unwrap().payload, b"one");
+            if marks {
+                assert!(r.next().unwrap().is_none());
+                assert!(r.tail().lost_pages);
+                assert_eq!(r.tail().dropped_bytes, bytes.len() as u64 - 19);
+            } else {
+                let e = r.next().unwrap_err();
+                assert!(e.is_corruption(), "{e:?}");
+            }
+            let largest = file.largest.load(std::sync::atomic::Ordering::Relaxed);
+            assert!(
+                largest as u64 <= SCAN_WINDOW + PAGE,
+                "a read of {largest} bytes"
+            );
+            assert!(records_at > 50 * SCAN_WINDOW);
+        }
     }
 
     /// A log on the real file system: `one`, then `two` with its header not stored yet (as a
