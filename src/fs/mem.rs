@@ -137,6 +137,14 @@ impl Content {
     fn durable_len(&self) -> usize {
         self.synced_len.min(self.lost_from.unwrap_or(usize::MAX))
     }
+
+    /// A sync of this file failed: as on Linux, its dirty pages may have been dropped, so the
+    /// bytes not yet synced can never become durable, even if a later sync succeeds.
+    fn sync_failed(&mut self) {
+        if self.lost_from.is_none() && self.synced_len < self.data.len() {
+            self.lost_from = Some(self.synced_len);
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -538,10 +546,7 @@ impl WritableFile for MemWritable {
 
     fn sync(&mut self) -> io::Result<()> {
         if let Err(e) = self.fs.begin(OpKind::Sync, &self.path) {
-            let mut c = self.inode.content.write();
-            if c.lost_from.is_none() && c.synced_len < c.data.len() {
-                c.lost_from = Some(c.synced_len);
-            }
+            self.inode.content.write().sync_failed();
             return Err(e);
         }
         let mut c = self.inode.content.write();
@@ -739,7 +744,12 @@ impl FileSystem for MemFs {
     }
 
     fn sync_file(&self, path: &Path) -> io::Result<()> {
-        self.begin(OpKind::Sync, path)?;
+        if let Err(e) = self.begin(OpKind::Sync, path) {
+            if let Some(inode) = self.state.lock().current.get(path) {
+                inode.content.write().sync_failed();
+            }
+            return Err(e);
+        }
         let st = self.state.lock();
         let inode = st.current.get(path).ok_or_else(|| not_found(path))?;
         let mut c = inode.content.write();
@@ -938,6 +948,24 @@ mod tests {
         fs.sync_file(&a).unwrap();
         let img = fs.crash_image(CrashImageOptions::POWER_LOSS);
         assert_eq!(img.read_file(&a).unwrap(), b"page cache only");
+    }
+
+    #[test]
+    fn a_failed_sync_by_path_loses_dirty_bytes_even_if_a_retry_succeeds() {
+        let (fs, dir) = setup();
+        let a = dir.join("a");
+        let mut w = fs.create(&a).unwrap();
+        fs.sync_dir(&dir).unwrap();
+        w.append(b"one").unwrap();
+        w.sync().unwrap();
+        w.append(b"two").unwrap();
+        drop(w);
+        fs.set_fault(Some(FaultPlan::nth(OpKind::Sync, 0)));
+        assert!(fs.sync_file(&a).is_err());
+        assert_eq!(fs.faults_injected(), 1);
+        fs.sync_file(&a).unwrap(); // the retry "succeeds"
+        let img = fs.crash_image(CrashImageOptions::POWER_LOSS);
+        assert_eq!(img.read_file(&a).unwrap(), b"one");
     }
 
     #[test]
