@@ -363,7 +363,7 @@ impl Db {
     /// tests that want a stable shape. On return every memtable sealed before the call is in
     /// an L0 table (or below), counted in [`Stats::flushes`], and its WAL is deleted; the files
     /// compactions made obsolete are deleted too, unless an iterator or snapshot still reads
-    /// them.
+    /// them. A read-only database runs no background work: it returns at once.
     ///
     /// Errors: [`Error::Closed`]; the poison error if background work stopped writes.
     pub fn wait_for_compactions(&self) -> Result<()> {

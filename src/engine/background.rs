@@ -372,6 +372,11 @@ impl Core {
             if st.life.shutting_down || st.life.closed {
                 return Err(Error::Closed);
             }
+            // A read-only database runs no background work: nothing will change the tree,
+            // whatever its levels' scores say.
+            if self.opts.read_only {
+                return Ok(());
+            }
             // `flushed < sealed`: a flush takes its memtable off the queue when it installs
             // its table, and counts itself and removes its WAL a moment later.
             let pending = !st.tree.imms.is_empty()

@@ -69,3 +69,43 @@ fn read_only_open_of_a_missing_database_fails() {
     ));
     assert!(!dir.path().join("nope").exists());
 }
+
+#[test]
+fn read_only_waits_for_no_compaction_and_compacts_nothing() {
+    // A tree that needs compaction (eight L0 tables, past the trigger), opened read-only:
+    // nothing will compact it, so waiting for compactions returns at once instead of never.
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Db::open_with(
+            dir.path(),
+            siltdb::Options::default().auto_compaction(false),
+        )
+        .unwrap();
+        for t in 0..8 {
+            db.insert(format!("k{t}"), "v").unwrap();
+            db.flush().unwrap();
+        }
+        db.close().unwrap();
+    }
+    let before = listing(dir.path());
+    let ro = Db::open_read_only(dir.path()).unwrap();
+    assert_eq!(ro.levels()[0].tables, 8);
+    let waiter = {
+        let ro = ro.clone();
+        std::thread::spawn(move || ro.wait_for_compactions())
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !waiter.is_finished() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "wait_for_compactions hangs"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    waiter.join().unwrap().unwrap();
+    assert!(matches!(ro.compact(), Err(Error::InvalidArgument(_))));
+    assert_eq!(ro.levels()[0].tables, 8);
+    ro.close().unwrap();
+    assert!(matches!(ro.wait_for_compactions(), Err(Error::Closed)));
+    assert_eq!(listing(dir.path()), before);
+}
