@@ -122,7 +122,7 @@ impl Core {
         let read = Arc::new(ReadPath::new(
             ReadState {
                 mem: r.mem.clone(),
-                imms: Vec::new(),
+                imms: r.imms.iter().rev().cloned().collect(),
                 version: version.clone(),
             },
             r.last_seq,
@@ -133,7 +133,7 @@ impl Core {
             writes: WriteQueue::new(r.last_seq),
             tree: MemtableSet {
                 mem: r.mem,
-                imms: VecDeque::new(),
+                imms: r.imms.into(),
                 version,
                 sealed: 0,
                 flushed: 0,

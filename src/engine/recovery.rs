@@ -25,8 +25,10 @@ use std::sync::Arc;
 pub(super) struct Recovered {
     pub(super) lock: Option<Box<dyn FileLock>>,
     pub(super) versions: VersionSet,
-    /// The memtable to write to (read-only: the replayed writes).
+    /// The memtable to write to (read-only: the replayed writes, the newest of them).
     pub(super) mem: Arc<Memtable>,
+    /// Read-only: the older replayed writes, in memtables that filled up, oldest first.
+    pub(super) imms: Vec<Arc<Memtable>>,
     /// The WAL to append to (`None` when read-only).
     pub(super) wal: Option<WalWriter>,
     /// The last sequence number in use.
@@ -115,7 +117,8 @@ pub(super) fn recover(
     // a table's, if smaller), so that memory stays bounded however large the WALs are. The
     // tables join the tree in one manifest edit at the end; a crash before it leaves them
     // as unreferenced files that the next open removes (the WALs still hold their writes).
-    // A read-only open writes nothing and keeps every replayed write in memory.
+    // A read-only open writes nothing and keeps every replayed write in memory, in memtables
+    // sealed at the same points (a skiplist holds at most 14 Mi entries).
     let part_limit = opts
         .memtable_size
         .min(usize::try_from(opts.target_table_size).unwrap_or(usize::MAX))
@@ -126,6 +129,7 @@ pub(super) fn recover(
         dir,
         list: Vec::new(),
     };
+    let mut kept: Vec<Arc<Memtable>> = Vec::new();
     let mut seqs = SeqCheck::new(versions.last_sequence());
     // Where a WAL was cut at pages a power loss lost: only the last WAL written can end so
     // (each earlier one was synced whole before the next got a record).
@@ -149,15 +153,15 @@ pub(super) fn recover(
                 // A full memtable is written out even inside a record: the parts join the
                 // tree together, so a batch still appears whole (and a WAL of an older
                 // version, whose batches could hold more operations, still fits).
-                if !opts.read_only && recovered.is_full() {
-                    parts.list.push(seal_part(&ctx, &versions, &mut recovered)?);
+                if recovered.is_full() {
+                    seal_replayed(&ctx, &versions, &mut recovered, &mut parts.list, &mut kept)?;
                 }
                 // The operation slices the record: the memtable counts the bytes it keeps.
                 recovered.count_shared(op.key.len() + op.value.len());
                 super::write::apply_op(&recovered, op.kind, op.key, op.value, seq)?;
             }
-            if !opts.read_only && recovered.approx_bytes() >= part_limit {
-                parts.list.push(seal_part(&ctx, &versions, &mut recovered)?);
+            if recovered.approx_bytes() >= part_limit {
+                seal_replayed(&ctx, &versions, &mut recovered, &mut parts.list, &mut kept)?;
             }
             Ok(())
         })?;
@@ -190,6 +194,7 @@ pub(super) fn recover(
             lock,
             versions,
             mem: Arc::new(recovered),
+            imms: kept,
             wal: None,
             last_seq,
         });
@@ -206,6 +211,7 @@ pub(super) fn recover(
         lock,
         versions,
         mem: Arc::new(Memtable::sized_for(new_wal, opts.memtable_size)),
+        imms: Vec::new(),
         wal: Some(writer),
         last_seq,
     })
@@ -387,10 +393,22 @@ impl Drop for UncommittedParts<'_> {
 }
 
 /// Writes `mem` out as [`flush_part`] does, and starts the next part in an empty memtable.
-fn seal_part(ctx: &Ctx<'_>, versions: &VersionSet, mem: &mut Memtable) -> Result<JobOutput> {
-    let out = flush_part(ctx, versions, mem)?;
-    *mem = Memtable::new(0);
-    Ok(out)
+/// Ends the memtable of replayed writes and starts the next: writes it to L0 tables (added
+/// to `parts`), or, read-only, keeps it in memory (in `kept`).
+fn seal_replayed(
+    ctx: &Ctx<'_>,
+    versions: &VersionSet,
+    mem: &mut Memtable,
+    parts: &mut Vec<JobOutput>,
+    kept: &mut Vec<Arc<Memtable>>,
+) -> Result<()> {
+    if ctx.opts.read_only {
+        kept.push(Arc::new(std::mem::replace(mem, Memtable::new(0))));
+    } else {
+        parts.push(flush_part(ctx, versions, mem)?);
+        *mem = Memtable::new(0);
+    }
+    Ok(())
 }
 
 /// Writes `mem` (replayed writes) to L0 table files, synced; the caller adds them to the
