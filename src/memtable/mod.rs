@@ -94,6 +94,9 @@ pub(crate) struct MemRangeDels {
     built_len: usize,
     recent: Option<Arc<Recent>>,
     recent_len: usize,
+    /// `built` and `recent` fragmented together, made by the first scan that asks: every scan
+    /// of this view (it is replaced, not changed, by the next range delete) shares it.
+    merged: std::sync::OnceLock<Arc<Fragments>>,
 }
 
 /// One node of the list of recent range tombstones.
@@ -127,8 +130,12 @@ impl MemRangeDels {
         if self.recent.is_none() {
             return self.built.clone();
         }
-        let recent = Fragments::build(self.recent().cloned());
-        Arc::new(self.built.union(&recent))
+        self.merged
+            .get_or_init(|| {
+                let recent = Fragments::build(self.recent().cloned());
+                Arc::new(self.built.union(&recent))
+            })
+            .clone()
     }
 
     /// With `t` added: at the head of the recent list, or, once that holds more than the
@@ -143,6 +150,7 @@ impl MemRangeDels {
                 next: self.recent.clone(),
             })),
             recent_len: self.recent_len + 1,
+            merged: std::sync::OnceLock::new(),
         };
         if next.recent_len <= limit {
             return next;
@@ -153,6 +161,7 @@ impl MemRangeDels {
             built,
             recent: None,
             recent_len: 0,
+            merged: std::sync::OnceLock::new(),
         }
     }
 }
@@ -768,6 +777,8 @@ mod tests {
         assert!(!view.built.is_empty() && view.recent_len <= limit);
         assert_eq!(view.recent().count(), view.recent_len);
         let all = view.fragments();
+        // Every scan of this view shares one merged view, made once.
+        assert!(Arc::ptr_eq(&all, &view.fragments()));
         for probe in (0..10_100u64).step_by(37) {
             let key = format!("k{probe:05}");
             for read in [500, 1500, 3000] {
