@@ -57,8 +57,9 @@ impl Db {
     }
 
     /// Opens the database in `path` read-only: no lock is taken, nothing is written (the
-    /// WALs are replayed into memory, a memtable of `memtable_size` at a time, all of them
-    /// kept), no background thread runs, and every write returns
+    /// WALs are replayed into memory, all of it kept, in memtables sealed where a writer's
+    /// replay would write a table: at `memtable_size` or `target_table_size` bytes, whichever
+    /// is smaller, or 14 Mi entries), no background thread runs, and every write returns
     /// [`Error::InvalidArgument`]. Safe on a database that another process has open; if that
     /// process removes files while this handle reads them, reads fail with [`Error::Io`]
     /// rather than answer wrongly. Shorthand for `open_with(path,

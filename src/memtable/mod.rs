@@ -95,7 +95,8 @@ pub(crate) struct MemRangeDels {
     recent: Option<Arc<Recent>>,
     recent_len: usize,
     /// `built` and `recent` fragmented together, made by the first scan that asks: every scan
-    /// of this view (it is replaced, not changed, by the next range delete) shares it.
+    /// of this view (it is replaced, not changed, by the next range delete) shares it. About
+    /// the size of `built`; not counted in the memtable's memory figures.
     merged: std::sync::OnceLock<Arc<Fragments>>,
 }
 

@@ -112,7 +112,7 @@ fn read_only_waits_for_no_compaction_and_compacts_nothing() {
 
 #[test]
 fn read_only_replay_seals_memtables_as_a_writer_would() {
-    // Writes only in the WAL, replayed by a read-only open whose memtables hold 16 KiB: the
+    // Writes only in the WAL, replayed by a read-only open whose memtables hold 4 KiB: the
     // replay keeps them in many memtables (as a writer seals them, and never past a
     // skiplist's capacity), and reads merge them newest first.
     let dir = tempfile::tempdir().unwrap();
@@ -137,7 +137,7 @@ fn read_only_replay_seals_memtables_as_a_writer_would() {
         dir.path(),
         siltdb::Options::default()
             .read_only(true)
-            .memtable_size(16 << 10),
+            .memtable_size(4 << 10),
     )
     .unwrap();
     let (_, trace) = ro.get_traced("k0000").unwrap();
