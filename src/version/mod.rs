@@ -123,11 +123,34 @@ impl TableHandle {
                 Err(e)
             }
             Err(e @ Error::Corruption { .. }) => {
+                let e = self.size_mismatch().unwrap_or(e);
                 *broken = Some(e.clone());
                 Err(e)
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// For a table that failed to open: if its file is not the size the manifest records, the
+    /// error that says so, at the offset where the two part (a file cut short fails on
+    /// whatever its last bytes happen to be, a footer's magic number most often).
+    fn size_mismatch(&self) -> Option<Error> {
+        let size = self.env.caches.fs.open(&self.path).ok()?.len();
+        (size != self.meta.size).then(|| {
+            Error::corruption(
+                &self.path,
+                size.min(self.meta.size),
+                format!(
+                    "file of {size} bytes, the manifest says {}: {}",
+                    self.meta.size,
+                    if size < self.meta.size {
+                        "cut short"
+                    } else {
+                        "bytes appended or another file"
+                    }
+                ),
+            )
+        })
     }
 
     /// True if the table cannot be opened for good.

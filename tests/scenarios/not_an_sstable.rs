@@ -184,4 +184,19 @@ fn a_non_table_in_a_database_fails_only_the_reads_that_need_it() {
         db.iter().any(|r| r.is_err()),
         "a scan over the broken table reports it"
     );
+    drop(db);
+    // The second table cut short by 100 bytes: the error is at the offset where it ends.
+    let second = Path::new("/db").join(&tables[1]);
+    let mut bytes = fs.read_file(&second).unwrap();
+    bytes.truncate(bytes.len() - 100);
+    fs.write_file(&second, &bytes).unwrap();
+    let db = Db::open_with("/db", opts()).unwrap();
+    match db.get("b005") {
+        Err(Error::Corruption { file, offset, .. }) => {
+            assert!(file.ends_with(&tables[1]), "{file:?}");
+            assert_eq!(offset, bytes.len() as u64);
+        }
+        other => panic!("expected corruption, got {other:?}"),
+    }
+    assert_eq!(db.stats().broken_tables, 2);
 }
