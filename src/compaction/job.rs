@@ -112,7 +112,12 @@ impl<'a> Outputs<'a> {
                     filter: self.filter,
                     level: self.level,
                 },
-            )?;
+            )
+            .inspect_err(|_| {
+                // No builder owns the number: release it here (whatever file the failed
+                // create left is garbage the obsolete-file sweep may remove).
+                self.ctx.pending_outputs.lock().remove(&number);
+            })?;
             self.current = Some((number, builder));
         }
         Ok(())
@@ -547,5 +552,13 @@ mod tests {
         assert_eq!(out.edit.added.len(), 1);
         assert_eq!(mem.list(dir).unwrap(), vec!["000011.sst".to_string()]);
         assert_eq!(pending.lock().iter().copied().collect::<Vec<_>>(), vec![11]);
+        pending.lock().clear();
+        // A table file that cannot even be created releases its number too.
+        mem.set_fault(Some(crate::fs::FaultPlan::nth(
+            crate::fs::OpKind::Create,
+            0,
+        )));
+        assert!(flush_memtable(&ctx, &m, &Version::default(), SeqNo::MAX).is_err());
+        assert!(pending.lock().is_empty(), "{:?}", pending.lock());
     }
 }

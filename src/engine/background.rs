@@ -14,7 +14,7 @@ use crate::memtable::Memtable;
 use crate::stats::Counters;
 use crate::version::{TableHandle, Version, VersionEdit, NUM_LEVELS};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Consecutive failures of background jobs after which writes are refused: writers would
 /// otherwise wait forever for room that never comes.
@@ -180,8 +180,12 @@ impl Core {
                         }
                         return;
                     }
-                    let wait = Duration::from_millis(20u64 << failures.min(6));
-                    self.bg_cv.wait_for(&mut st, wait);
+                    // The whole backoff, whatever wakes this thread meanwhile (writers
+                    // stalled for the flush notify every 100 ms): only closing cuts it short.
+                    let until = Instant::now() + Duration::from_millis(20u64 << failures.min(6));
+                    while !st.life.shutting_down
+                        && !self.bg_cv.wait_until(&mut st, until).timed_out()
+                    {}
                 }
             }
         }
@@ -258,9 +262,17 @@ impl Core {
                         break;
                     }
                     if due {
-                        // After a failure, wait before trying again.
-                        self.bg_cv
-                            .wait_for(&mut st, Duration::from_millis(50u64 << failures.min(6)));
+                        // After a failure, wait before trying again: the whole backoff,
+                        // whatever wakes this thread meanwhile (writers stalled for a
+                        // compaction notify every 100 ms), unless the database closes or a
+                        // manual compaction is asked for.
+                        let until =
+                            Instant::now() + Duration::from_millis(50u64 << failures.min(6));
+                        while !st.life.shutting_down
+                            && st.bg.manual.is_none()
+                            && !self.bg_cv.wait_until(&mut st, until).timed_out()
+                        {
+                        }
                         backed_off = true;
                         continue;
                     }

@@ -68,3 +68,36 @@ fn writers_get_an_error_instead_of_waiting_forever() {
     .unwrap();
     assert!(db.get("k000000").unwrap().is_some());
 }
+
+#[test]
+fn a_short_outage_with_stalled_writers_does_not_stop_writes() {
+    // Table files cannot be created for 1.5 s while a writer is stalled for the flush: the
+    // flush retries on its backoff (40, 80, 160 ... ms: at most six failures in 1.5 s),
+    // not each time the stalled writer wakes it, so writes are never refused and go on
+    // once the outage ends.
+    let fs = MemFs::new();
+    let dir = Path::new("/db");
+    let opts = Options::default()
+        .file_system(Arc::new(fs.clone()) as Arc<dyn FileSystem>)
+        .memtable_size(4 << 10)
+        .max_immutable_memtables(1);
+    let db = Db::open_with(dir, opts).unwrap();
+    failing_tables(&fs);
+    let writer = {
+        let db = db.clone();
+        std::thread::spawn(move || -> Result<(), Error> {
+            for i in 0..2_000u32 {
+                db.insert(format!("k{i:06}"), [0u8; 100])?;
+            }
+            Ok(())
+        })
+    };
+    std::thread::sleep(Duration::from_millis(1500));
+    let failed_during = db.stats().background_errors;
+    fs.set_fault(None);
+    writer.join().unwrap().unwrap();
+    assert!((1..8).contains(&failed_during), "{failed_during} failures");
+    db.flush().unwrap();
+    assert!(db.get("k001999").unwrap().is_some());
+    assert!(db.get("k000000").unwrap().is_some());
+}
