@@ -232,10 +232,7 @@ impl Db {
 
     /// The same read as [`get`](Db::get), with a [`ReadTrace`] of what it did per table.
     pub fn get_traced(&self, key: impl AsRef<[u8]>) -> Result<(Option<Value>, ReadTrace)> {
-        let read = self.core().read_path();
-        read.check_open()?;
-        let mut trace = ReadTrace::default();
-        let v = read.get(key.as_ref(), None, Some(&mut trace))?;
+        let (v, trace) = self.core().read_path().get_traced(key.as_ref(), None)?;
         Ok((v.map(Value::from_bytes), trace))
     }
 

@@ -48,11 +48,7 @@ impl Snapshot {
     /// [`TableOutcome::NewerOnly`](crate::TableOutcome::NewerOnly). Errors as
     /// [`get`](Snapshot::get).
     pub fn get_traced(&self, key: impl AsRef<[u8]>) -> Result<(Option<Value>, ReadTrace)> {
-        self.read.check_open()?;
-        let mut trace = ReadTrace::default();
-        let v = self
-            .read
-            .get(key.as_ref(), Some(self.seq), Some(&mut trace))?;
+        let (v, trace) = self.read.get_traced(key.as_ref(), Some(self.seq))?;
         Ok((v.map(Value::from_bytes), trace))
     }
 

@@ -13,6 +13,7 @@ use crate::iter::KeyRange;
 use crate::memtable::Memtable;
 use crate::stats::Counters;
 use crate::version::{TableHandle, Version, VersionEdit, NUM_LEVELS};
+use parking_lot::MutexGuard;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -129,6 +130,22 @@ impl Core {
         }
     }
 
+    /// A background thread's wait after a failure: `millis` in full, whatever wakes it
+    /// meanwhile (writers stalled for its work notify `bg_cv` every 100 ms, which would turn
+    /// the backoff into retries that fast), unless the database closes or `cut_short` says.
+    fn back_off(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        millis: u64,
+        cut_short: impl Fn(&State) -> bool,
+    ) {
+        let until = Instant::now() + Duration::from_millis(millis);
+        while !st.life.shutting_down
+            && !cut_short(st)
+            && !self.bg_cv.wait_until(st, until).timed_out()
+        {}
+    }
+
     fn flush_loop(self: Arc<Self>) {
         let mut failures = 0u32;
         loop {
@@ -180,12 +197,7 @@ impl Core {
                         }
                         return;
                     }
-                    // The whole backoff, whatever wakes this thread meanwhile (writers
-                    // stalled for the flush notify every 100 ms): only closing cuts it short.
-                    let until = Instant::now() + Duration::from_millis(20u64 << failures.min(6));
-                    while !st.life.shutting_down
-                        && !self.bg_cv.wait_until(&mut st, until).timed_out()
-                    {}
+                    self.back_off(&mut st, 20u64 << failures.min(6), |_| false);
                 }
             }
         }
@@ -262,17 +274,11 @@ impl Core {
                         break;
                     }
                     if due {
-                        // After a failure, wait before trying again: the whole backoff,
-                        // whatever wakes this thread meanwhile (writers stalled for a
-                        // compaction notify every 100 ms), unless the database closes or a
-                        // manual compaction is asked for.
-                        let until =
-                            Instant::now() + Duration::from_millis(50u64 << failures.min(6));
-                        while !st.life.shutting_down
-                            && st.bg.manual.is_none()
-                            && !self.bg_cv.wait_until(&mut st, until).timed_out()
-                        {
-                        }
+                        // After a failure, wait before trying again (a manual compaction
+                        // asked for meanwhile goes first).
+                        self.back_off(&mut st, 50u64 << failures.min(6), |st| {
+                            st.bg.manual.is_some()
+                        });
                         backed_off = true;
                         continue;
                     }

@@ -421,10 +421,12 @@ impl Memtable {
         self.get(user_key, seq)
     }
 
-    /// The newest version of `user_key` with sequence at most `seq`.
+    /// The newest version of `user_key` with sequence at most `seq`. One search: the entry
+    /// just before the one it lands on tells versions newer than `seq` from none.
     pub(crate) fn get(&self, user_key: &[u8], seq: SeqNo) -> Lookup {
         let probe = KeyRef::new(user_key, key::lookup_trailer(seq));
-        match self.map.lower_bound(&probe, true).map(|c| c.entry()) {
+        let (found, prev) = self.map.seek_with_prev(&probe);
+        match found.map(|c| c.entry()) {
             Some((k, v)) if k.user_key.as_ref() == user_key => {
                 let seq = key::trailer_seq(k.trailer);
                 match k.kind() {
@@ -432,15 +434,8 @@ impl Memtable {
                     _ => Lookup::Deleted(seq),
                 }
             }
-            // Nothing visible: a version newer than the read would sort first among the
-            // key's versions. A second search, on this path only.
-            _ => {
-                let first = KeyRef::new(user_key, key::lookup_trailer(key::MAX_SEQ));
-                match self.map.lower_bound(&first, true) {
-                    Some(c) if c.entry().0.user_key.as_ref() == user_key => Lookup::Newer,
-                    _ => Lookup::Absent,
-                }
-            }
+            _ if prev.is_some_and(|c| c.entry().0.user_key.as_ref() == user_key) => Lookup::Newer,
+            _ => Lookup::Absent,
         }
     }
 

@@ -113,6 +113,10 @@ struct Node {
 /// A node's entry, set once before the node is linked.
 type EntrySlot = OnceLock<(InternalKey, Bytes)>;
 
+/// What [`SkipList::seek_with_prev`] finds: the first entry at or after the probe, and the
+/// one before it.
+pub(crate) type SeekWithPrev<'a> = (Option<Cursor<'a>>, Option<Cursor<'a>>);
+
 /// Slots addressed by a `u32` index, in arrays allocated as the index grows: growing never
 /// moves a slot, so readers hold plain references while the writer adds more.
 ///
@@ -530,6 +534,13 @@ impl SkipList {
     /// The first entry at or after `probe` (after it if not `inclusive`).
     pub(crate) fn lower_bound(&self, probe: &impl KeyView, inclusive: bool) -> Option<Cursor<'_>> {
         self.cursor(self.search(probe, !inclusive).after)
+    }
+
+    /// The first entry at or after `probe`, and the entry just before it (`None` at the
+    /// front): what one search finds on its way down.
+    pub(crate) fn seek_with_prev(&self, probe: &impl KeyView) -> SeekWithPrev<'_> {
+        let preds = self.search(probe, false);
+        (self.cursor(preds.after), self.at(preds.bottom))
     }
 
     /// The last entry at or before `probe` (before it if not `inclusive`).

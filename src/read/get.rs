@@ -66,6 +66,19 @@ enum Probe {
 }
 
 impl ReadPath {
+    /// [`get`](Self::get) with a trace of what it did per table, refused once the database
+    /// is closed: the read behind `Db::get_traced` and `Snapshot::get_traced`.
+    pub(crate) fn get_traced(
+        &self,
+        key: &[u8],
+        seq: Option<SeqNo>,
+    ) -> Result<(Option<Bytes>, ReadTrace)> {
+        self.check_open()?;
+        let mut trace = ReadTrace::default();
+        let v = self.get(key, seq, Some(&mut trace))?;
+        Ok((v, trace))
+    }
+
     /// The point read behind every get: at `seq` (a snapshot), or at the latest write.
     pub(crate) fn get(
         &self,
