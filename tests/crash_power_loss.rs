@@ -16,21 +16,40 @@
 //! Odd seeds run with the block cache off, even seeds with a small one (`common::crash`).
 mod common;
 
-#[test]
-fn power_loss_crash_points() {
-    let r = common::crash::run_with_recovery(
+/// History 7's crash points, split over two tests (`common::crash::Shard`) so that the test
+/// harness checks them on both cores; together the two check every point of the history.
+fn power_loss_crash_points(shard: common::crash::Shard) {
+    let r = common::crash::run_with_recovery_shard(
         7,
         common::env_u64("SILT_CRASH_OPS", 1500),
         common::env_u64("SILT_CRASH_EVERY", 6),
         common::env_u64("SILT_RECOVERY_EVERY", 40),
+        shard,
     );
-    println!("{}", r.card("power loss"));
+    println!(
+        "{}",
+        r.card(&format!(
+            "power loss, shard {} of {}",
+            shard.index + 1,
+            shard.count
+        ))
+    );
     assert!(
-        r.crash_points >= 500,
+        r.crash_points >= 250,
         "too few crash points: {}",
         r.crash_points
     );
     assert_eq!(r.problems(), 0, "{}", r.first_problem.unwrap_or_default());
+}
+
+#[test]
+fn power_loss_crash_points_first_shard() {
+    power_loss_crash_points(common::crash::Shard { index: 0, count: 2 });
+}
+
+#[test]
+fn power_loss_crash_points_second_shard() {
+    power_loss_crash_points(common::crash::Shard { index: 1, count: 2 });
 }
 
 #[test]

@@ -156,8 +156,10 @@ fn run_once(fault: Option<FaultPlan>, ops: u64, t: &mut Tally) -> u64 {
     used
 }
 
-#[test]
-fn every_operation_fails_once() {
+/// Fails each operation index `shard` of `shards` (those with `i / step % shards == shard`),
+/// one run each. The indices are split over two tests so that the test harness runs them on
+/// both cores; together the tests fail every `step`-th index.
+fn every_operation_fails_once(shard: u64, shards: u64) {
     let ops = common::env_u64("SILT_FAULT_OPS", 500);
     let step = common::env_u64("SILT_FAULT_STEP", 1).max(1);
     let mut t = Tally::default();
@@ -168,7 +170,8 @@ fn every_operation_fails_once() {
         "fault-free run: {:?}",
         t.first
     );
-    let mut i = 0;
+    let mut expected = 0;
+    let mut i = shard * step;
     while i < total {
         let plan = FaultPlan {
             index: i,
@@ -183,19 +186,31 @@ fn every_operation_fails_once() {
             t.panics += 1;
             t.points += 1;
         }
-        i += step;
+        expected += 1;
+        i += step * shards;
     }
     println!(
-        "error injection: inject_points={} injected={} panics={} wrong={} acks_after_failed_write={} acked_lost={} reopen_failures={}",
-        t.points, t.injected, t.panics, t.wrong, t.ack_after_failure, t.lost, t.reopen_failures
+        "error injection, shard {} of {shards}: inject_points={} injected={} panics={} wrong={} acks_after_failed_write={} acked_lost={} reopen_failures={}",
+        shard + 1, t.points, t.injected, t.panics, t.wrong, t.ack_after_failure, t.lost, t.reopen_failures
     );
-    assert!(t.points >= total / step);
     assert_eq!(
         t.panics + t.wrong + t.ack_after_failure + t.lost + t.reopen_failures,
         0,
         "{:?}",
         t.first
     );
+    assert!(expected >= total / step / shards, "{expected} of {total}");
+    assert_eq!(t.points, expected);
+}
+
+#[test]
+fn every_even_operation_fails_once() {
+    every_operation_fails_once(0, 2);
+}
+
+#[test]
+fn every_odd_operation_fails_once() {
+    every_operation_fails_once(1, 2);
 }
 
 #[test]

@@ -1,8 +1,8 @@
 //! A binary fuse or Ribbon filter build that fails for every seed gives its table a Bloom
 //! filter of the same size and counts it in `Stats::filter_fuse_fallbacks`; the flush
 //! succeeds and every answer stays right. The failure can be forced only in the `--cfg
-//! siltdb_sabotage` build (`.ci/run`'s checked profile), and the switch is process-wide, hence
-//! a file of its own and one test for both kinds.
+//! siltdb_sabotage` build (`.ci/run`'s release test build), and the switch is process-wide,
+//! hence a file of its own and one test for both kinds.
 #![cfg(siltdb_sabotage)]
 
 mod common;

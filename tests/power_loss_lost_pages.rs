@@ -26,6 +26,7 @@ fn lost_pages_run(seed: u64, name: &str) {
         common::env_u64("SILT_CRASH_OPS", 1500),
         common::env_u64("SILT_CRASH_EVERY", 6),
         0,
+        common::crash::Shard::ALL,
         |n| {
             (0..2)
                 .map(|k| CrashImageOptions {

@@ -114,18 +114,36 @@ mod tests {
         }
     }
 
-    /// The largest writes `request_fits` lets through do fit one frame, with the characters
-    /// JSON escapes the most; one character more is refused.
-    #[test]
-    fn the_largest_writes_that_fit_send_in_one_frame_and_larger_ones_are_refused() {
+    /// The largest write `request_fits` lets through, its value made of `unit` (which JSON
+    /// writes in `cost` bytes), does fit one frame; one character more is refused.
+    fn the_largest_write_fits_one_frame(unit: &str, cost: usize) {
         let room = wire::MAX_FRAME - FRAME_ROOM - json_len(&"k".repeat(MAX_USER_KEY)) - 2;
-        for (unit, cost) in [("v", 1), ("\"", 2), ("\u{1}", 6)] {
-            let largest = put(unit.repeat(room / cost));
-            assert!(request_fits(&largest), "{unit:?}");
-            assert!(append_frame(&largest).is_ok(), "{unit:?}");
-            let over = put(unit.repeat(room / cost + 1));
-            assert!(!request_fits(&over), "{unit:?}");
-        }
+        let largest = put(unit.repeat(room / cost));
+        assert!(request_fits(&largest), "{unit:?}");
+        assert!(append_frame(&largest).is_ok(), "{unit:?}");
+        let over = put(unit.repeat(room / cost + 1));
+        assert!(!request_fits(&over), "{unit:?}");
+    }
+
+    // One test per kind of character (a frame is 64 MiB of JSON to encode), so that the test
+    // harness runs them side by side.
+    #[test]
+    fn the_largest_write_of_plain_characters_fits_one_frame() {
+        the_largest_write_fits_one_frame("v", 1);
+    }
+
+    #[test]
+    fn the_largest_write_of_quotes_fits_one_frame() {
+        the_largest_write_fits_one_frame("\"", 2);
+    }
+
+    #[test]
+    fn the_largest_write_of_control_characters_fits_one_frame() {
+        the_largest_write_fits_one_frame("\u{1}", 6);
+    }
+
+    #[test]
+    fn keys_too_long_and_unchecked_writes_too_large_for_a_frame_are_refused() {
         assert!(request_fits(&Request::Delete {
             key: "k".repeat(MAX_USER_KEY)
         }));

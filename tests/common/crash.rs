@@ -205,9 +205,47 @@ pub fn run(seed: u64, ops: u64, every: u64) -> Report {
     run_with_recovery(seed, ops, every, 0)
 }
 
+/// Which crash points of a history one test checks. A history's checks split over several
+/// tests (one shard each) run on both cores, where one test would run them on one; every shard
+/// replays the whole history, which costs little next to its checks. Shards partition the
+/// points: together they check exactly what the whole history checks.
+#[derive(Clone, Copy, Debug)]
+pub struct Shard {
+    pub index: u64,
+    pub count: u64,
+}
+
+impl Shard {
+    /// Every crash point.
+    pub const ALL: Shard = Shard { index: 0, count: 1 };
+
+    /// True if crash point `n` is this shard's. The points that also take crashes during
+    /// recovery (every `recovery_every`-th, the expensive ones) are dealt out among the
+    /// shards by their own count, the others by `n`, so that each shard gets its share of both.
+    fn has(self, n: u64, recovery_every: u64) -> bool {
+        let rank = if recovery_every > 0 && n.is_multiple_of(recovery_every) {
+            n / recovery_every
+        } else {
+            n
+        };
+        rank % self.count == self.index
+    }
+}
+
 /// [`run`] with crashes during recovery at every `recovery_every`-th crash point.
 pub fn run_with_recovery(seed: u64, ops: u64, every: u64, recovery_every: u64) -> Report {
-    run_models(seed, ops, every, recovery_every, |n| {
+    run_with_recovery_shard(seed, ops, every, recovery_every, Shard::ALL)
+}
+
+/// [`run_with_recovery`], checking only `shard`'s crash points.
+pub fn run_with_recovery_shard(
+    seed: u64,
+    ops: u64,
+    every: u64,
+    recovery_every: u64,
+    shard: Shard,
+) -> Report {
+    run_models(seed, ops, every, recovery_every, shard, |n| {
         vec![
             CrashImageOptions::POWER_LOSS,
             CrashImageOptions {
@@ -224,23 +262,30 @@ pub fn run_with_recovery(seed: u64, ops: u64, every: u64, recovery_every: u64) -
 }
 
 /// The history of [`run`], checking the crash images that `models` names for the `n`-th crash
-/// point.
+/// point, for the points of `shard`. The report counts the points checked.
 pub fn run_models(
     seed: u64,
     ops: u64,
     every: u64,
     recovery_every: u64,
+    shard: Shard,
     models: impl Fn(u64) -> Vec<CrashImageOptions> + Send + Sync + 'static,
 ) -> Report {
     let fs = MemFs::new();
     let report = Arc::new(Mutex::new(Report::default()));
     let r2 = report.clone();
-    let point_counter = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let pc = point_counter.clone();
+    // Every crash point is numbered; those of `shard` are checked and counted.
+    let pc = std::sync::atomic::AtomicU64::new(0);
+    let checked_points = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let checked = checked_points.clone();
     fs.set_crash_hook(
         every,
         Some(Arc::new(move |p: CrashPoint| {
             let n = pc.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if !shard.has(n, recovery_every) {
+                return;
+            }
+            checked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             for mode in models(n) {
                 check_image(seed, &p, mode, &r2);
             }
@@ -289,6 +334,6 @@ pub fn run_models(
     drop(db);
     fs.set_crash_hook(0, None);
     let mut r = report.lock().clone();
-    r.crash_points = point_counter.load(std::sync::atomic::Ordering::Relaxed);
+    r.crash_points = checked_points.load(std::sync::atomic::Ordering::Relaxed);
     r
 }
