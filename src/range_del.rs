@@ -207,6 +207,17 @@ impl Fragments {
         self.frags.is_empty()
     }
 
+    /// Heap bytes of the fragment list: its vector and each fragment's sequence numbers. The
+    /// keys are not counted: they are `Bytes` shared with the tombstones they came from.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.frags.capacity() * std::mem::size_of::<Fragment>()
+            + self
+                .frags
+                .iter()
+                .map(|f| f.seqs.capacity() * std::mem::size_of::<SeqNo>())
+                .sum::<usize>()
+    }
+
     /// Number of (fragment, sequence number) pairs: the tombstones a table records.
     pub(crate) fn len(&self) -> usize {
         self.frags.iter().map(|f| f.seqs.len()).sum()

@@ -96,7 +96,7 @@ pub(crate) struct MemRangeDels {
     recent_len: usize,
     /// `built` and `recent` fragmented together, made by the first scan that asks: every scan
     /// of this view (it is replaced, not changed, by the next range delete) shares it. About
-    /// the size of `built`; not counted in the memtable's memory figures.
+    /// the size of `built`; [`Memtable::memory_bytes`] counts it once it exists.
     merged: std::sync::OnceLock<Arc<Fragments>>,
 }
 
@@ -119,6 +119,11 @@ impl MemRangeDels {
             .max()
             .unwrap_or(0);
         recent.max(self.built.covering_seq(key, read_seq))
+    }
+
+    /// Heap bytes of the merged view, once a scan has made it; 0 before.
+    fn merged_bytes(&self) -> usize {
+        self.merged.get().map_or(0, |f| f.heap_bytes())
     }
 
     /// The tombstones written since the last fold, newest first.
@@ -389,7 +394,8 @@ impl Memtable {
     /// memtable slices ([`count_shared`](Self::count_shared)), its index arrays (those made
     /// ahead of the entries that will fill them too), the chunks made ahead that no write has
     /// taken, its filter, and its range tombstones' bookkeeping (as `approx_bytes` counts it,
-    /// their keys being in the encodings).
+    /// their keys being in the encodings, with the merged view scans share once one has made
+    /// it).
     pub(crate) fn memory_bytes(&self) -> usize {
         let chunks = {
             // A chunk moves from the spares to the encodings under this lock.
@@ -400,6 +406,7 @@ impl Memtable {
             + self.map.allocated_bytes()
             + self.filter_bytes()
             + self.range_bytes.load(Ordering::Relaxed)
+            + self.range_dels.load().merged_bytes()
     }
 
     /// Counts `bytes` of shared buffers the entries slice that [`hold`](Self::hold) did not
@@ -772,9 +779,13 @@ mod tests {
         let limit = ((view.built.len() as f64).sqrt() as usize).max(32);
         assert!(!view.built.is_empty() && view.recent_len <= limit);
         assert_eq!(view.recent().count(), view.recent_len);
+        let before = m.memory_bytes();
         let all = view.fragments();
-        // Every scan of this view shares one merged view, made once.
+        // Every scan of this view shares one merged view, made once, and the memtable's
+        // memory counts it.
         assert!(Arc::ptr_eq(&all, &view.fragments()));
+        assert!(all.heap_bytes() > 0);
+        assert_eq!(m.memory_bytes(), before + all.heap_bytes());
         for probe in (0..10_100u64).step_by(37) {
             let key = format!("k{probe:05}");
             for read in [500, 1500, 3000] {
