@@ -44,7 +44,10 @@ fn unpack(tag: u64) -> (u64, u64) {
 
 #[derive(Debug, Default, Clone)]
 pub struct Report {
+    /// Crash points checked (those of the run's [`Shard`]).
     pub crash_points: u64,
+    /// Crash points the history passed through, checked or not.
+    pub history_points: u64,
     /// Crash points taken during the recovery of a crashed copy (a crash during open).
     pub recovery_points: u64,
     pub checks: u64,
@@ -206,9 +209,12 @@ pub fn run(seed: u64, ops: u64, every: u64) -> Report {
 }
 
 /// Which crash points of a history one test checks. A history's checks split over several
-/// tests (one shard each) run on both cores, where one test would run them on one; every shard
-/// replays the whole history, which costs little next to its checks. Shards partition the
-/// points: together they check exactly what the whole history checks.
+/// tests (one shard each) run on both cores, where one test would run them on one. Every
+/// shard replays the whole history, which costs little next to its checks, and numbers its
+/// crash points the same way, so the shards deal out the numbers exactly; the history runs
+/// background threads, though, so the file-system state at a given number can differ from
+/// one run to the next: the shards together check a history like the whole one, not the
+/// very same states.
 #[derive(Clone, Copy, Debug)]
 pub struct Shard {
     pub index: u64,
@@ -220,13 +226,16 @@ impl Shard {
     pub const ALL: Shard = Shard { index: 0, count: 1 };
 
     /// True if crash point `n` is this shard's. The points that also take crashes during
-    /// recovery (every `recovery_every`-th, the expensive ones) are dealt out among the
-    /// shards by their own count, the others by `n`, so that each shard gets its share of both.
+    /// recovery (every `recovery_every`-th, the expensive ones) are dealt out in turn among
+    /// the shards, and so are the others, each kind numbered on its own, so that every shard
+    /// gets an even share of both.
     fn has(self, n: u64, recovery_every: u64) -> bool {
-        let rank = if recovery_every > 0 && n.is_multiple_of(recovery_every) {
-            n / recovery_every
-        } else {
-            n
+        let rank = match recovery_every {
+            0 => n,
+            r if n.is_multiple_of(r) => n / r,
+            // The points before `n` that are not recovery points: `n` less the `n / r + 1`
+            // recovery points among 0..=n.
+            r => n - n / r - 1,
         };
         rank % self.count == self.index
     }
@@ -275,7 +284,8 @@ pub fn run_models(
     let report = Arc::new(Mutex::new(Report::default()));
     let r2 = report.clone();
     // Every crash point is numbered; those of `shard` are checked and counted.
-    let pc = std::sync::atomic::AtomicU64::new(0);
+    let history_points = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let pc = history_points.clone();
     let checked_points = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let checked = checked_points.clone();
     fs.set_crash_hook(
@@ -335,5 +345,6 @@ pub fn run_models(
     fs.set_crash_hook(0, None);
     let mut r = report.lock().clone();
     r.crash_points = checked_points.load(std::sync::atomic::Ordering::Relaxed);
+    r.history_points = history_points.load(std::sync::atomic::Ordering::Relaxed);
     r
 }
