@@ -14,6 +14,18 @@ fn failing_tables(fs: &MemFs) {
     }));
 }
 
+/// A database in "/db" on `fs` whose writers stall after one immutable memtable of 4 KiB,
+/// with table files failing to be created from now on.
+fn stalling_db(fs: &MemFs) -> Db {
+    let opts = Options::default()
+        .file_system(Arc::new(fs.clone()) as Arc<dyn FileSystem>)
+        .memtable_size(4 << 10)
+        .max_immutable_memtables(1);
+    let db = Db::open_with(Path::new("/db"), opts).unwrap();
+    failing_tables(fs);
+    db
+}
+
 #[test]
 fn flush_returns_when_every_attempt_fails() {
     let fs = MemFs::new();
@@ -41,13 +53,7 @@ fn flush_returns_when_every_attempt_fails() {
 #[test]
 fn writers_get_an_error_instead_of_waiting_forever() {
     let fs = MemFs::new();
-    let dir = Path::new("/db");
-    let opts = Options::default()
-        .file_system(Arc::new(fs.clone()) as Arc<dyn FileSystem>)
-        .memtable_size(4 << 10)
-        .max_immutable_memtables(1);
-    let db = Db::open_with(dir, opts).unwrap();
-    failing_tables(&fs);
+    let db = stalling_db(&fs);
     let t = Instant::now();
     let mut failed = None;
     for i in 0..100_000u32 {
@@ -62,7 +68,7 @@ fn writers_get_an_error_instead_of_waiting_forever() {
     // Nothing acknowledged was lost: reopen without faults replays the WALs.
     fs.set_fault(None);
     let db = Db::open_with(
-        dir,
+        "/db",
         Options::default().file_system(Arc::new(fs.clone()) as Arc<dyn FileSystem>),
     )
     .unwrap();
@@ -76,13 +82,7 @@ fn a_short_outage_with_stalled_writers_does_not_stop_writes() {
     // not each time the stalled writer wakes it, so writes are never refused and go on
     // once the outage ends.
     let fs = MemFs::new();
-    let dir = Path::new("/db");
-    let opts = Options::default()
-        .file_system(Arc::new(fs.clone()) as Arc<dyn FileSystem>)
-        .memtable_size(4 << 10)
-        .max_immutable_memtables(1);
-    let db = Db::open_with(dir, opts).unwrap();
-    failing_tables(&fs);
+    let db = stalling_db(&fs);
     let writer = {
         let db = db.clone();
         std::thread::spawn(move || -> Result<(), Error> {
