@@ -19,7 +19,7 @@
 //! not flip bits.
 
 use crate::error::{Error, Result};
-use crate::fs::{RandomAccessFile, WritableFile, PAGE};
+use crate::fs::{RandomAccessFile, WritableFile, PAGE, SECTOR};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -376,10 +376,10 @@ impl RecordReader {
         if let Some((crc, len)) = check_header(&header, self.file_number, u64::MAX) {
             let (start, len) = (offset + HEADER_LEN as u64, u64::from(len));
             // A payload reaching past the end (or checking after all) is a write cut short,
-            // and so is one zero from a page boundary to its end.
+            // and so is one whose last sectors were never written.
             if len > room
                 || mask_crc(crc32fast::hash(&self.read(start, len as usize)?)) == crc
-                || self.zero_from_page_boundary(start, len)?
+                || self.last_sectors_unwritten(start, len)?
             {
                 return Ok(Verdict::Torn);
             }
@@ -405,16 +405,20 @@ impl RecordReader {
         Ok(Verdict::Torn)
     }
 
-    /// True if the bytes `[start, start + len)` are zero from some 4 KiB-aligned file offset to
-    /// their end (a file extended by a crash before its pages were written).
-    fn zero_from_page_boundary(&self, start: u64, len: u64) -> Result<bool> {
+    /// True if the bytes `[start, start + len)` are zero from the start of the 512-byte sector
+    /// holding their last byte (or from `start`, if that sector starts before it) to their
+    /// end, and the bytes after them are zero up to the end of that page (or of the file):
+    /// what a page write that reached the disk as a prefix of its sectors, or not at all,
+    /// leaves of the last record (a file extended by a crash before its pages were written,
+    /// or a log allocated ahead, reads as zeros there).
+    fn last_sectors_unwritten(&self, start: u64, len: u64) -> Result<bool> {
         if len == 0 {
             return Ok(false);
         }
         let end = start + len;
-        // The page holding the last byte starts at or before `end - 1`.
-        let boundary = ((end - 1) & !(PAGE - 1)).max(start);
-        let tail = self.read(boundary, (end - boundary) as usize)?;
+        let boundary = ((end - 1) & !(SECTOR - 1)).max(start);
+        let page_end = end.next_multiple_of(PAGE).min(self.len);
+        let tail = self.read(boundary, (page_end - boundary) as usize)?;
         Ok(tail.iter().all(|&b| b == 0))
     }
 
@@ -1060,6 +1064,42 @@ mod tests {
             "the cut record is a torn tail, not corruption"
         );
         assert!(tail.torn_at.is_some());
+    }
+
+    #[test]
+    fn a_last_page_written_as_a_prefix_of_its_sectors_is_torn() {
+        // A mapped log allocated ahead (zeros past the records): the last record's header
+        // reached the disk, and of the page holding its end only the first sector did
+        // (512-byte sectors, no power-loss protection). Its payload is zero from a sector
+        // boundary that is no page boundary, and so is the rest of the page.
+        let payload = vec![7u8; 6000];
+        let (fs, p, mut bytes) = log_with(&[b"one", &payload]);
+        let second = HEADER_LEN + 3;
+        let end = bytes.len();
+        assert!(
+            end % 4096 > 512,
+            "the record ends past the page's first sector"
+        );
+        bytes.resize(1 << 16, 0);
+        let torn = (end & !4095) + 512;
+        bytes[torn..end].fill(0);
+        fs.write_file(&p, &bytes).unwrap();
+        let (recs, tail) = read_all(&fs, &p).unwrap();
+        assert_eq!(recs.len(), 1);
+        assert_eq!(tail.torn_at, Some(second as u64));
+        // The same zeros with a byte after the record in that page written: the page reached
+        // the disk, so its zeros are the value's own and the failed checksum is damage.
+        bytes[end + 10] = 1;
+        fs.write_file(&p, &bytes).unwrap();
+        assert!(read_all(&fs, &p).unwrap_err().is_corruption());
+        // The last sector's zeros starting past its boundary: damage too (a sector is
+        // written whole).
+        bytes[end + 10] = 0;
+        let last_sector = (end - 1) & !511;
+        assert!(last_sector > torn);
+        bytes[last_sector..last_sector + 8].fill(3);
+        fs.write_file(&p, &bytes).unwrap();
+        assert!(read_all(&fs, &p).unwrap_err().is_corruption());
     }
 
     #[test]

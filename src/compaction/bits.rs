@@ -145,7 +145,10 @@ pub(crate) fn level_shapes(version: &Version, incoming: Option<&Incoming<'_>>) -
                 .iter()
                 .map(|t| dist.share(t.meta.smallest_user(), t.meta.largest_user()))
                 .sum();
-            let keys: u64 = tables.iter().map(|t| t.meta.entries).sum();
+            let keys = tables
+                .iter()
+                .map(|t| t.meta.entries)
+                .fold(0, u64::saturating_add);
             LevelShape {
                 keys,
                 probes: if l == 0 { probes } else { probes.min(1.0) },
@@ -160,7 +163,7 @@ pub(crate) fn level_shapes(version: &Version, incoming: Option<&Incoming<'_>>) -
         if s.table_keys == 0 {
             s.table_keys = inc.output_keys;
         }
-        s.keys += inc.keys;
+        s.keys = s.keys.saturating_add(inc.keys);
         s.probes = if inc.level == 0 {
             s.probes + share
         } else {
@@ -176,7 +179,11 @@ pub(crate) fn level_shapes(version: &Version, incoming: Option<&Incoming<'_>>) -
 
 /// What the policy gives each level of a tree shaped like `shape`.
 pub(crate) fn choices_per_level(opts: &Options, shape: &[LevelShape]) -> Vec<Choice> {
-    let total_keys: u64 = shape.iter().filter(|l| l.in_budget).map(|l| l.keys).sum();
+    let total_keys = shape
+        .iter()
+        .filter(|l| l.in_budget)
+        .map(|l| l.keys)
+        .fold(0, u64::saturating_add);
     let limit_bits = opts.filter_memory_limit.map(|b| b as f64 * 8.0);
     let fixed: Vec<Choice> = match &opts.filter_policy {
         FilterPolicy::None => vec![Choice::Bloom(0.0); NUM_LEVELS],
@@ -360,6 +367,44 @@ mod tests {
                 table_keys: 100_000,
             })
             .collect()
+    }
+
+    #[test]
+    fn sums_of_manifest_sizes_and_counts_saturate() {
+        // A manifest bounds each table's size and entry count (2^40) but not how many tables
+        // it lists: sums over a crafted one can pass a u64. They saturate, never overflow
+        // (a panic with overflow checks, a wrapped score without).
+        use crate::fs::{FileSystem, MemFs};
+        use crate::key::{encode, trailer, ValueKind};
+        use crate::version::{FileMeta, TableEnv, TableHandle, Version};
+        use bytes::Bytes;
+        use std::path::Path;
+        use std::sync::Arc;
+        let fs: Arc<dyn FileSystem> = Arc::new(MemFs::new());
+        let env = TableEnv::new(fs, Path::new("/db"), 16, None);
+        let mut v = Version::default();
+        for (i, level) in [1usize, 1, 1, 2, 2].into_iter().enumerate() {
+            let k = |c: u8| Bytes::from(encode(&[b'a' + i as u8, c], trailer(1, ValueKind::Put)));
+            let meta = FileMeta {
+                number: 10 + i as u64,
+                size: u64::MAX / 2,
+                smallest: k(b'a'),
+                largest: k(b'z'),
+                min_seq: 1,
+                max_seq: 1,
+                entries: u64::MAX / 2,
+            };
+            // No such file: a broken table, which keeps its manifest record.
+            v.levels[level].push(TableHandle::open(&env, meta));
+        }
+        assert_eq!(v.level_bytes(1), u64::MAX);
+        assert_eq!(v.table_bytes(), u64::MAX);
+        let shapes = level_shapes(&v, None);
+        assert_eq!(shapes[1].keys, u64::MAX);
+        let o = Options::default();
+        assert_eq!(choices_per_level(&o, &shapes).len(), shapes.len());
+        let scores = super::super::picker::scores(&v, &o);
+        assert!(scores[1].is_finite() && scores[1] > 1.0, "{scores:?}");
     }
 
     #[test]

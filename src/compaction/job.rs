@@ -430,7 +430,10 @@ pub(crate) fn compact(
     let incoming = Incoming {
         level: out_level,
         keys: plan.incoming_entries(),
-        output_keys: plan.all_inputs().map(|t| t.meta.entries).sum(),
+        output_keys: plan
+            .all_inputs()
+            .map(|t| t.meta.entries)
+            .fold(0, u64::saturating_add),
         range: (&lo, &hi),
         replaced_filter_bytes: plan.all_inputs().map(|t| t.filter_bytes() as u64).sum(),
     };
@@ -493,7 +496,7 @@ pub(crate) fn compact(
         .iter()
         .chain(&read_next)
         .map(|t| t.meta.size)
-        .sum();
+        .fold(0, u64::saturating_add);
     for t in &plan.inputs {
         out.edit.deleted.push((level as u32, t.number()));
     }

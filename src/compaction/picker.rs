@@ -41,7 +41,10 @@ impl Plan {
         if self.output_level == self.level {
             0
         } else {
-            self.inputs.iter().map(|t| t.meta.entries).sum()
+            self.inputs
+                .iter()
+                .map(|t| t.meta.entries)
+                .fold(0, u64::saturating_add)
         }
     }
 
@@ -54,7 +57,11 @@ impl Plan {
     /// nothing below overlaps them.
     fn new(version: &Version, level: usize, inputs: Vec<Arc<TableHandle>>, opts: &Options) -> Plan {
         let mut plan = Plan::merge_down(version, level, inputs);
-        let gp_bytes: u64 = plan.grandparents.iter().map(|t| t.meta.size).sum();
+        let gp_bytes = plan
+            .grandparents
+            .iter()
+            .map(|t| t.meta.size)
+            .fold(0, u64::saturating_add);
         // A sorted level's tables never share user keys, so any set of them with nothing
         // overlapping below can move down as is. L0 tables may overlap each other: they move
         // together only if no two share a user key (a sequential load's flushes), and then

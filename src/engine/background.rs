@@ -115,6 +115,11 @@ impl Core {
                 let mut st = self.state.lock();
                 st.tree.version = version;
                 after(&mut st);
+                if let Some(e) = vs.failure() {
+                    // The edit is durable, but the manifest rewrite after it failed: no later
+                    // edit can be recorded, so writes stop now (D7), not at the next job.
+                    self.poison(&mut st, e);
+                }
                 self.publish(&st);
                 drop(st);
                 drop(vs);

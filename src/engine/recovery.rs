@@ -359,6 +359,11 @@ fn flush_recovered(
     edit.log_number = Some(new_wal);
     edit.last_sequence = Some(last_seq);
     versions.log_and_apply(edit, &opened)?;
+    if let Some(e) = versions.failure() {
+        // The edit is durable but the rewrite of an oversized manifest after it failed: a
+        // database that could record no further edit is not opened for writing (D7).
+        return Err(e.clone());
+    }
     if bytes > 0 {
         Counters::add(&ctx.counters.flushes, tables as u64);
         Counters::add(&ctx.counters.bytes_flushed, bytes);

@@ -280,7 +280,11 @@ pub(crate) fn monkey_choices(
     kinds: &[Kinds],
 ) -> Vec<Choice> {
     let options = options_per_level(levels, kinds);
-    let total_keys: u64 = levels.iter().filter(|l| l.in_budget).map(|l| l.keys).sum();
+    let total_keys = levels
+        .iter()
+        .filter(|l| l.in_budget)
+        .map(|l| l.keys)
+        .fold(0, u64::saturating_add);
     if total_keys == 0 || avg_bits <= 0.0 {
         return vec![Choice::Bloom(avg_bits.max(0.0)); levels.len()];
     }

@@ -92,8 +92,9 @@ pub enum UnsyncedData {
         seed: u64,
     },
     /// The file keeps its written length, and each 4 KiB page holding unsynced bytes reached
-    /// the disk or not, independently, as `seed` chooses; a page that did not reads as zeros
-    /// from the synced length on. Background writeback writes a file's dirty pages in no
+    /// the disk, did not, or was torn (only a prefix of its 512-byte sectors reached it),
+    /// independently, as `seed` chooses; what did not reach the disk reads as zeros from the
+    /// synced length on. Background writeback writes a file's dirty pages in no
     /// promised order (Linux resumes where its last pass stopped and wraps around), so a power
     /// loss can keep a later page of a log and lose an earlier one.
     LostPages {
@@ -377,8 +378,19 @@ impl MemFs {
                         let mut page = durable / page_len * page_len;
                         while page < data.len() {
                             let end = (page + page_len).min(data.len());
-                            if splitmix(&mut rng).is_multiple_of(2) {
-                                data[page.max(durable)..end].fill(0);
+                            // Lost (one in two), torn: a prefix of its sectors reached the
+                            // disk (one in four), or written whole.
+                            let r = splitmix(&mut rng);
+                            let lost_from = match r % 4 {
+                                0 | 1 => Some(page),
+                                2 => {
+                                    let sectors = super::PAGE / super::SECTOR;
+                                    Some(page + (r / 4 % sectors) as usize * super::SECTOR as usize)
+                                }
+                                _ => None,
+                            };
+                            if let Some(from) = lost_from {
+                                data[from.max(durable).min(end)..end].fill(0);
                             }
                             page = end;
                         }

@@ -23,6 +23,12 @@ use std::sync::Arc;
 /// crash keeps or loses of what was not synced (4 KiB on the file systems siltdb maps).
 pub(crate) const PAGE: u64 = 4096;
 
+/// Bytes of a disk sector: the unit a device writes atomically. A page written back when the
+/// power fails can reach the disk as a prefix of its sectors (512-byte devices without
+/// power-loss protection), the rest reading as what was there before (zeros, for the space a
+/// log is appended into).
+pub(crate) const SECTOR: u64 = 512;
+
 /// The operations siltdb needs from a file system. Implementations must be usable from many
 /// threads at once.
 ///

@@ -133,6 +133,11 @@ impl BlockCursor {
             let Some((user_key, trailer)) = key::decode(&self.key) else {
                 return self.bad("key shorter than its trailer");
             };
+            if key::trailer_kind(trailer).is_none() {
+                // Every entry is a put or a delete (0 or 1); a scan or a compaction must not
+                // carry another kind along as if it were a value.
+                return self.bad("entry with an unknown value kind");
+            }
             if self.decoded > 0
                 && !self.block.is_ordered()
                 && !key::cmp_encoded(&self.prev, &self.key).is_lt()

@@ -1023,6 +1023,28 @@ mod tests {
 
     /// A table of 200 entries in several data blocks, with a filter.
     fn table_bytes(fs: &MemFs) -> Vec<u8> {
+        build_table(fs, |i| {
+            (key::trailer(i + 1, ValueKind::Put), b"value".to_vec())
+        })
+    }
+
+    /// Every entry of `t` (and the error that ended the scan), from the front or the back.
+    fn scan_all(t: &Arc<TableReader>, backwards: bool) -> Vec<Result<crate::iter::Entry>> {
+        let it = crate::sstable::iter::table_iter(
+            t.clone(),
+            crate::iter::KeyRange::all(),
+            CacheUse::Fill,
+        );
+        if backwards {
+            it.rev().collect()
+        } else {
+            it.collect()
+        }
+    }
+
+    /// The bytes of table [`PATH`] (256-byte blocks, a Bloom filter): 200 entries `key0000`
+    /// ... `key0199`, entry `i` with the trailer and value `entry(i)` gives.
+    fn build_table(fs: &MemFs, entry: impl Fn(u64) -> (u64, Vec<u8>)) -> Vec<u8> {
         fs.create_dir_all(Path::new("/t")).unwrap();
         let opts = BuildOptions {
             block_size: 256,
@@ -1031,14 +1053,97 @@ mod tests {
         };
         let mut b = TableBuilder::create(fs, Path::new(PATH), opts).unwrap();
         for i in 0..200u64 {
-            let k = key::encode(
-                format!("key{i:04}").as_bytes(),
-                key::trailer(i + 1, ValueKind::Put),
-            );
-            b.add(&k, b"value").unwrap();
+            let (trailer, value) = entry(i);
+            let k = key::encode(format!("key{i:04}").as_bytes(), trailer);
+            b.add(&k, &value).unwrap();
         }
         b.finish().unwrap();
         fs.read_file(Path::new(PATH)).unwrap()
+    }
+
+    #[test]
+    fn an_entry_of_unknown_kind_is_corruption_for_gets_and_scans() {
+        // A table whose checksums are right but one entry's kind byte is 2 (only 0 and 1
+        // exist): what only a writer bug or a hand-made file gives. A get of that key and a
+        // scan over it (which compaction also uses) must both call it corruption, never treat
+        // the entry as a value or skip it.
+        let fs = MemFs::new();
+        build_table(&fs, |i| {
+            let t = if i == 100 {
+                ((i + 1) << 8) | 2
+            } else {
+                key::trailer(i + 1, ValueKind::Put)
+            };
+            (t, b"value".to_vec())
+        });
+        let t = Arc::new(TableReader::open(&fs, Path::new(PATH)).unwrap());
+        let mut cost = ReadCost::default();
+        let get = |k: &str, cost: &mut ReadCost| t.get(k.as_bytes(), key::MAX_SEQ, cost);
+        assert!(matches!(
+            get("key0050", &mut cost).unwrap(),
+            TableLookup::Value(..)
+        ));
+        assert!(get("key0100", &mut cost).unwrap_err().is_corruption());
+        for backwards in [false, true] {
+            let items = scan_all(&t, backwards);
+            let first_err = items.iter().position(|r| r.is_err()).expect("an error");
+            assert!(items[first_err].as_ref().unwrap_err().is_corruption());
+            assert_eq!(first_err, items.len() - 1, "the scan stops at the error");
+            if !backwards {
+                // Every entry of the blocks before the bad one came out first.
+                assert!(first_err > 0 && first_err <= 100, "{first_err}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_data_block_with_no_entries_is_corruption_for_gets() {
+        // A data block forged into one with no entries (its restart array alone, every
+        // restart at 0), its checksum made right: siltdb writes no such block. A get must not
+        // read it as "absent" for the keys the index sends to it (a review feared it would:
+        // its first restart points at no entry, so the seek finds it malformed, with the
+        // block cache and without).
+        let fs = MemFs::new();
+        // Such a block is its restart array alone, so its size must be a multiple of 4: try
+        // value lengths until some data block's is.
+        let (mut bytes, i, h, probe) = (1..16usize)
+            .find_map(|value_len| {
+                build_table(&fs, |k| {
+                    (key::trailer(k + 1, ValueKind::Put), vec![b'v'; value_len])
+                });
+                let t = TableReader::open(&fs, Path::new(PATH)).unwrap();
+                let (i, e) = t
+                    .index()
+                    .iter()
+                    .enumerate()
+                    .find(|(i, e)| *i > 0 && e.handle.size % 4 == 0 && e.handle.size >= 8)?;
+                let probe = key::user_key(&e.last_key).to_vec();
+                Some((fs.read_file(Path::new(PATH)).unwrap(), i, e.handle, probe))
+            })
+            .expect("a data block whose size is a multiple of 4");
+        assert!(i > 0);
+        let (at, size) = (h.offset as usize, h.size as usize);
+        bytes[at..at + size].fill(0);
+        let restarts = (size / 4 - 1) as u32;
+        bytes[at + size - 4..at + size].copy_from_slice(&restarts.to_le_bytes());
+        let crc = crate::sstable::format::block_crc(
+            &bytes[at..at + size],
+            BlockKind::Data as u8,
+            h.offset,
+        );
+        bytes[at + size + 1..at + size + 5].copy_from_slice(&crc.to_le_bytes());
+        fs.write_file(Path::new(PATH), &bytes).unwrap();
+        for blocks in [None, Some(BlockCache::new(1 << 20))] {
+            let caches = TableCaches {
+                fs: Arc::new(fs.clone()),
+                files: Arc::new(TableCache::new(16)),
+                blocks,
+            };
+            let t = TableReader::open_cached(&caches, Path::new(PATH)).unwrap();
+            let mut cost = ReadCost::default();
+            let e = t.get(&probe, key::MAX_SEQ, &mut cost).unwrap_err();
+            assert!(e.is_corruption(), "{e:?}");
+        }
     }
 
     #[test]
@@ -1350,16 +1455,7 @@ mod tests {
         // the entries before it.
         let moved = Arc::new(moved);
         for backwards in [false, true] {
-            let it = crate::sstable::iter::table_iter(
-                moved.clone(),
-                crate::iter::KeyRange::all(),
-                CacheUse::Fill,
-            );
-            let items: Vec<Result<crate::iter::Entry>> = if backwards {
-                it.rev().collect()
-            } else {
-                it.collect()
-            };
+            let items = scan_all(&moved, backwards);
             let first_err = items.iter().position(|r| r.is_err()).unwrap();
             assert!(items[first_err].as_ref().unwrap_err().is_corruption());
             assert_eq!(first_err + 1, items.len(), "the scan stops at the error");

@@ -287,7 +287,11 @@ impl Version {
 
     /// Total file bytes in `level`.
     pub(crate) fn level_bytes(&self, level: usize) -> u64 {
-        self.levels[level].iter().map(|t| t.meta.size).sum()
+        // Sizes come from the manifest, each bounded (2^40) but not their number: saturate.
+        self.levels[level]
+            .iter()
+            .map(|t| t.meta.size)
+            .fold(0, u64::saturating_add)
     }
 
     /// Every table number in the version.

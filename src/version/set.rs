@@ -437,6 +437,14 @@ impl VersionSet {
         self.manifest.as_ref().map(|m| m.number)
     }
 
+    /// The manifest write that failed, if one did: every later edit is refused with it. An
+    /// edit can succeed and still leave one behind (the rewrite of an oversized manifest
+    /// that follows it failed), so a caller that must stop writes on any manifest failure
+    /// (durability rule D7) checks this after a successful [`log_and_apply`](Self::log_and_apply).
+    pub(crate) fn failure(&self) -> Option<&Error> {
+        self.failed.as_ref()
+    }
+
     fn check_usable(&self) -> Result<()> {
         match &self.failed {
             Some(why) => Err(why.clone().into_poison()),

@@ -25,12 +25,16 @@ impl Version {
             .flatten()
             .filter(|t| range.overlaps(t.meta.smallest_user(), t.meta.largest_user()))
             .map(|t| table_span(t, range))
-            .sum()
+            .fold(0, u64::saturating_add)
     }
 
     /// Bytes of table files in the version.
     pub(crate) fn table_bytes(&self) -> u64 {
-        self.levels.iter().flatten().map(|t| t.meta.size).sum()
+        self.levels
+            .iter()
+            .flatten()
+            .map(|t| t.meta.size)
+            .fold(0, u64::saturating_add)
     }
 
     /// Bytes of memory pinned by the filters and by the indexes of the version's tables.

@@ -46,3 +46,65 @@ fn failed_manifest_sync_in_a_flush_loses_nothing() {
         siltdb::inspect::check_invariants(&db).unwrap();
     }
 }
+
+/// A table key of about 60 KiB: a flush's manifest edit records the table's first and last
+/// key, so each flush below grows the manifest by ~120 KiB.
+fn big_key(i: u32, last: bool) -> Vec<u8> {
+    let mut k = format!("t{i:04}{}", if last { 'z' } else { 'a' }).into_bytes();
+    k.resize(60_000, b'.');
+    k
+}
+
+/// Review finding (session 17): once the manifest passes 16 MiB, the edit that took it there
+/// is followed by a rewrite into a new manifest. If that rewrite fails, the edit is durable
+/// and its flush succeeds, but no later edit can be recorded: writes must stop at once (D7),
+/// not be acknowledged until the next flush finds out.
+#[test]
+fn failed_manifest_rewrite_stops_writes_at_once() {
+    let fs = MemFs::new();
+    let dir = Path::new("/db");
+    let db = Db::open_with(dir, opts(&fs)).unwrap();
+    // The open wrote its manifest; the next `create` of one is the rewrite.
+    fs.set_fault(Some(FaultPlan {
+        path_contains: Some("MANIFEST".into()),
+        ..FaultPlan::nth(OpKind::Create, 0)
+    }));
+    let mut flushed = 0u32;
+    loop {
+        assert!(flushed < 400, "the manifest never reached its rewrite size");
+        db.insert(big_key(flushed, false), "first").unwrap();
+        db.insert(big_key(flushed, true), "last").unwrap();
+        let res = db.flush();
+        flushed += 1;
+        if fs.faults_injected() > 0 {
+            // The flush whose edit crossed the size wrote its table and its edit; its caller
+            // may see `Ok` (the flush is done) or the stop, whichever it looks at first.
+            assert!(matches!(res, Ok(()) | Err(Error::Poisoned(_))), "{res:?}");
+            break;
+        }
+        res.unwrap();
+    }
+    assert!(flushed > 100, "{flushed}");
+    assert!(matches!(db.insert("after", "x"), Err(Error::Poisoned(_))));
+    assert!(matches!(db.flush(), Err(Error::Poisoned(_))));
+    // Reads go on.
+    assert_eq!(
+        db.get(big_key(0, true)).unwrap().map(Vec::from),
+        Some(b"last".to_vec())
+    );
+    drop(db);
+    // Every acknowledged write is there after a reopen, and nothing refused is.
+    let db = Db::open_with(dir, opts(&fs)).unwrap();
+    for i in 0..flushed {
+        assert_eq!(
+            db.get(big_key(i, false)).unwrap().map(Vec::from),
+            Some(b"first".to_vec())
+        );
+        assert_eq!(
+            db.get(big_key(i, true)).unwrap().map(Vec::from),
+            Some(b"last".to_vec())
+        );
+    }
+    assert_eq!(db.get("after").unwrap(), None);
+    siltdb::inspect::check_invariants(&db).unwrap();
+}
