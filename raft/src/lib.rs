@@ -2,8 +2,12 @@
 //! live in one siltdb database per node.
 //!
 //! The storage half ([`open_store`], [`LogStore`], [`StateMachine`]) is what a user who embeds
-//! openraft needs: give the two values to [`openraft::Raft::new`] with any network. The
-//! cluster half ([`node`], [`client`], [`local_cluster`]) is a small replicated store over
+//! openraft needs: give the two values to [`openraft::Raft::new`] with any network that
+//! delivers snapshots through `Raft::install_snapshot` (chunks), as the node's does. Not
+//! through `Raft::install_full_snapshot`: openraft then skips `begin_receiving_snapshot`,
+//! which arms the wait that keeps a follower's log purge behind its saved snapshot file, and
+//! a crash between the two could leave entries purged that neither the data nor the file
+//! holds. The cluster half ([`node`], [`client`], [`local_cluster`]) is a small replicated store over
 //! TCP on loopback, run by the `siltdb-raft-node` binary, which the tests and the figures in
 //! `docs/raft.md` use.
 //!
@@ -80,6 +84,33 @@ pub fn request_fits(req: &Request) -> bool {
     storable(key, value) && json_len(key) + json_len(value) + FRAME_ROOM <= wire::MAX_FRAME
 }
 
+/// The longest node address a membership may hold: 1024 bytes (a host name and a port fit
+/// many times over).
+pub const MAX_NODE_ADDR: usize = 1024;
+
+/// The most nodes (voters and learners) a membership may hold: 256.
+pub const MAX_MEMBERS: usize = 256;
+
+/// True if a membership of nodes with these addresses can be replicated. Every membership
+/// entry, and every snapshot chunk, carries all of the addresses (twice during a joint
+/// change): at most [`MAX_MEMBERS`] of at most [`MAX_NODE_ADDR`] bytes each keep that under
+/// 2 MiB of JSON, far from a frame's [`wire::MAX_FRAME`]. An entry too large for a frame could
+/// never reach a follower, and every write after it would wait for it forever.
+///
+/// The node's client API refuses an `Init` or `AddLearner` for which this is false; a
+/// program that changes the membership itself (`Raft::add_learner`, `Raft::initialize`)
+/// should check it too.
+pub fn membership_fits<'a>(addrs: impl IntoIterator<Item = &'a str>) -> bool {
+    let mut n = 0;
+    for a in addrs {
+        n += 1;
+        if a.len() > MAX_NODE_ADDR || n > MAX_MEMBERS {
+            return false;
+        }
+    }
+    true
+}
+
 /// The node id type: openraft's default, `u64`.
 pub type NodeId = u64;
 /// The Raft handle for siltdb-raft's type configuration.
@@ -88,7 +119,8 @@ pub type Raft = openraft::Raft<TypeConfig>;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, Vote};
+    use openraft::{BasicNode, CommittedLeaderId, Entry, EntryPayload, LogId, Vote};
+    use std::collections::BTreeMap;
 
     /// The frame an append of `req` alone takes (or the error encoding it).
     fn append_frame(req: &Request) -> std::io::Result<Vec<u8>> {
@@ -105,6 +137,24 @@ mod tests {
                 leader_commit: last,
             },
         ))
+    }
+
+    #[test]
+    fn memberships_are_bounded_in_nodes_and_address_length() {
+        let addr = |n: usize| "a".repeat(n);
+        let ok = addr(MAX_NODE_ADDR);
+        assert!(membership_fits([ok.as_str(); MAX_MEMBERS]));
+        assert!(!membership_fits([ok.as_str(); MAX_MEMBERS + 1]));
+        assert!(!membership_fits([addr(MAX_NODE_ADDR + 1).as_str()]));
+        assert!(membership_fits([]));
+        // The largest membership, in a joint change (every address twice), fits a frame with
+        // room to spare.
+        let mut nodes = BTreeMap::new();
+        for id in 0..MAX_MEMBERS as u64 {
+            nodes.insert(id, BasicNode { addr: ok.clone() });
+        }
+        let json = serde_json::to_vec(&(&nodes, &nodes)).unwrap();
+        assert!(json.len() < wire::MAX_FRAME / 16, "{}", json.len());
     }
 
     fn put(value: String) -> Request {

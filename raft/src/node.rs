@@ -236,11 +236,22 @@ impl Node {
         }
     }
 
+    /// The answer to a membership that [`membership_fits`](crate::membership_fits) refuses.
+    fn membership_too_large() -> ClientReply {
+        ClientReply::Error(format!(
+            "invalid argument: a membership holds at most {} nodes, each address at most {} \
+             bytes",
+            crate::MAX_MEMBERS,
+            crate::MAX_NODE_ADDR
+        ))
+    }
+
     /// Answers one client request. A put or delete that
     /// [`request_fits`](crate::request_fits) refuses (a key over
     /// [`MAX_USER_KEY`](crate::MAX_USER_KEY) bytes, a value over siltdb's `MAX_VALUE_SIZE`,
-    /// or a log entry that would not fit one network frame) is answered with an error and
-    /// never reaches the log.
+    /// or a log entry that would not fit one network frame), and an `Init` or `AddLearner`
+    /// whose membership [`membership_fits`](crate::membership_fits) refuses, are answered
+    /// with an error and never reach the log.
     pub async fn client(&self, req: ClientRequest) -> ClientReply {
         let write = match req {
             ClientRequest::Put { key, value } => Request::Put { key, value },
@@ -250,12 +261,21 @@ impl Node {
             }
             ClientRequest::Status => return ClientReply::Status(self.status()),
             ClientRequest::Init { members } => {
+                if !crate::membership_fits(members.values().map(String::as_str)) {
+                    return Self::membership_too_large();
+                }
                 return match self.initialize(members).await {
                     Ok(()) => ClientReply::Done,
                     Err(e) => ClientReply::Error(e.to_string()),
                 };
             }
             ClientRequest::AddLearner { id, addr } => {
+                let m = self.raft.metrics().borrow().membership_config.clone();
+                let others = m.membership().nodes().filter(|(n, _)| **n != id);
+                let addrs = others.map(|(_, node)| node.addr.as_str());
+                if !crate::membership_fits(addrs.chain([addr.as_str()])) {
+                    return Self::membership_too_large();
+                }
                 return Self::write_reply(
                     self.raft.add_learner(id, BasicNode { addr }, true).await,
                     |_| ClientReply::Done,

@@ -20,6 +20,19 @@ fn a_learner_joins_catches_up_and_replaces_a_voter() {
         c.put(&format!("k{i}"), &format!("v{i}")).unwrap();
     }
 
+    // A learner whose address would make every membership entry huge is refused before
+    // it reaches the log (an entry too large for a frame would stall every later write).
+    let r = c.request(ClientRequest::AddLearner {
+        id: 9,
+        addr: "h".repeat(siltdb_raft::MAX_NODE_ADDR + 1),
+    });
+    assert!(
+        matches!(&r, Err(siltdb_raft::Error::Remote(e)) if e.starts_with("invalid argument")),
+        "{r:?}"
+    );
+    // Nothing stalled: the next write commits.
+    c.put("after-a-refused-learner", "x").unwrap();
+
     let addr4 = cluster.add_node(4).unwrap();
     let r = c
         .request(ClientRequest::AddLearner {

@@ -219,10 +219,14 @@ impl Parsed {
             prefixes_known: false,
             ordered: false,
         };
-        // Every restart offset must point inside the entries area.
+        // Every restart offset must point inside the entries area, the first at its start
+        // (a seek never compares the entries before the first restart point).
         for i in 0..num_restarts {
             let r = u32_at(&block.data, entries_end + i * 4)?;
-            if r as usize > entries_end || (r as usize == entries_end && entries_end != 0) {
+            if r as usize > entries_end
+                || (r as usize == entries_end && entries_end != 0)
+                || (i == 0 && r != 0)
+            {
                 return None;
             }
             if let Some(slot) = block.inline_restarts.get_mut(i) {
@@ -347,12 +351,18 @@ impl Parsed {
             .map(|v| (Bytes::from(key), self.data.slice(v))))
     }
 
-    /// Decodes every entry (without allocating) and checks that the keys strictly increase.
+    /// Decodes every entry (without allocating) and checks that the keys strictly increase
+    /// and that the restart points, in order, each start an entry.
     fn check_order(&self, key: &mut Vec<u8>, prev: &mut Vec<u8>) -> bool {
         key.clear();
         prev.clear();
         let mut pos = 0;
+        // The restart points, in order, each at the start of an entry.
+        let mut restart = 0;
         while pos < self.entries_end {
+            if self.restart(restart) == Some(pos) {
+                restart += 1;
+            }
             let Some((_, next)) = self.entry_at(pos, key) else {
                 return false;
             };
@@ -362,7 +372,7 @@ impl Parsed {
             prev.clone_from(key);
             pos = next;
         }
-        true
+        self.entries_end == 0 || restart == self.num_restarts
     }
 
     /// The seek itself: leaves the found entry's full key in `key` and returns its value's
@@ -527,6 +537,34 @@ mod tests {
         let b = Block::parse(Bytes::from(raw)).unwrap();
         assert!(b.entries().is_none());
         assert!(b.seek(b"a", 0).is_err());
+    }
+
+    #[test]
+    fn restart_arrays_a_seek_would_misread_are_rejected() {
+        // Eight entries, a restart point every fourth: restarts at entries 0 and 4.
+        let names: Vec<String> = (0..8).map(|i| format!("key{i}")).collect();
+        let keys: Vec<(&[u8], u64)> = names.iter().map(|k| (k.as_bytes(), 1)).collect();
+        let good = build(&keys, 4);
+        let raw = good.0.data.clone();
+        let n = raw.len();
+        let restarts_at = n - 4 - 2 * 4;
+        let second = u32::from_le_bytes(raw[restarts_at + 4..restarts_at + 8].try_into().unwrap());
+        let forged = |first: u32, second: u32| {
+            let mut b = raw.to_vec();
+            b[restarts_at..restarts_at + 4].copy_from_slice(&first.to_le_bytes());
+            b[restarts_at + 4..restarts_at + 8].copy_from_slice(&second.to_le_bytes());
+            Bytes::from(b)
+        };
+        assert!(Block::parse_checked(forged(0, second)).is_some());
+        // The first restart moved to entry 4: a seek for keys 0..=3 would start there and
+        // answer "absent". Refused by every parse.
+        assert!(Block::parse(forged(second, second)).is_none());
+        assert!(Block::parse_checked(forged(second, second)).is_none());
+        // The second restart inside an entry, or repeating the first: a seek could decode
+        // made-up entries from it. Refused before the block is cached, where the whole block
+        // is decoded anyway (a get without a block cache checks only the first restart).
+        assert!(Block::parse_checked(forged(0, second + 1)).is_none());
+        assert!(Block::parse_checked(forged(0, 0)).is_none());
     }
 
     #[test]

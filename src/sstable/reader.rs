@@ -288,10 +288,13 @@ impl TableReader {
             let raw = reader.read_block(h, BlockKind::Filter, &mut cost)?;
             let f = filter::decode(&raw)
                 .map_err(|e| corrupt(h.offset.saturating_add(e.offset), e.detail))?;
-            // A filter over no keys answers "absent" for every key: in a table with keys it
-            // would hide them all (no writer makes one: a table's filter holds a hash for
-            // each of its user keys).
-            if matches!(f, Filter::Empty) && reader.properties.user_keys > 0 {
+            // A filter over no keys answers "absent" for every key: in a table with keys (or
+            // with data blocks, which hold them, whatever its properties say) it would hide
+            // them all (no writer makes one: a table's filter holds a hash for each of its
+            // user keys).
+            if matches!(f, Filter::Empty)
+                && (reader.properties.user_keys > 0 || !reader.index.is_empty())
+            {
                 return Err(corrupt(
                     h.offset,
                     format!(
@@ -1149,28 +1152,41 @@ mod tests {
     #[test]
     fn a_filter_over_no_keys_in_a_table_with_keys_is_corruption() {
         // The filter's key count forged to 0 with both checksums made right again: such a
-        // filter would say "absent" for every key of the table.
-        let fs = MemFs::new();
-        let mut bytes = table_bytes(&fs);
-        let good = TableReader::open(&fs, Path::new(PATH)).unwrap();
-        let h = good.footer().filter.expect("a filter");
-        drop(good);
-        let (at, size) = (h.offset as usize, h.size as usize);
-        {
-            let block = &mut bytes[at..at + size];
-            let t = block.len() - crate::filter::TRAILER_LEN;
-            block[t + 16..t + 24].fill(0);
-            crate::filter::reseal(block);
+        // filter would say "absent" for every key of the table. Also with the properties'
+        // user-key count forged to 0 (as a table written before that count has it): the
+        // table's data blocks still give it away.
+        for user_keys_zeroed in [false, true] {
+            let fs = MemFs::new();
+            let mut bytes = table_bytes(&fs);
+            let good = TableReader::open(&fs, Path::new(PATH)).unwrap();
+            let h = good.footer().filter.expect("a filter");
+            drop(good);
+            if user_keys_zeroed {
+                // (Refused on its own: the filter holds more keys than the table claims.)
+                let r = rewrite(&fs, &bytes, keep, |p| p.user_keys = 0);
+                assert!(r.unwrap_err().is_corruption());
+                bytes = fs.read_file(Path::new(PATH)).unwrap();
+            }
+            let (at, size) = (h.offset as usize, h.size as usize);
+            {
+                let block = &mut bytes[at..at + size];
+                let t = block.len() - crate::filter::TRAILER_LEN;
+                block[t + 16..t + 24].fill(0);
+                crate::filter::reseal(block);
+            }
+            let crc = crate::sstable::format::block_crc(
+                &bytes[at..at + size],
+                BlockKind::Filter as u8,
+                h.offset,
+            );
+            bytes[at + size + 1..at + size + 5].copy_from_slice(&crc.to_le_bytes());
+            fs.write_file(Path::new(PATH), &bytes).unwrap();
+            let e = TableReader::open(&fs, Path::new(PATH)).unwrap_err();
+            assert!(
+                e.is_corruption(),
+                "user keys zeroed {user_keys_zeroed}: {e:?}"
+            );
         }
-        let crc = crate::sstable::format::block_crc(
-            &bytes[at..at + size],
-            BlockKind::Filter as u8,
-            h.offset,
-        );
-        bytes[at + size + 1..at + size + 5].copy_from_slice(&crc.to_le_bytes());
-        fs.write_file(Path::new(PATH), &bytes).unwrap();
-        let e = TableReader::open(&fs, Path::new(PATH)).unwrap_err();
-        assert!(e.is_corruption(), "{e:?}");
     }
 
     /// Rewrites the index block (with `handles` changed) and the properties block of a table,

@@ -198,22 +198,101 @@ fn a_log_record_that_does_not_decode_fails_the_dump() {
     assert!(err.contains("at offset 0"), "{err}");
 }
 
+/// Runs `silt args...` with its stdout on `/dev/full`: every write fails with ENOSPC.
+fn to_full_disk(args: &[&std::ffi::OsStr]) -> (Option<i32>, String) {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_silt"))
+        .args(args)
+        .stdout(full)
+        .output()
+        .unwrap();
+    (out.status.code(), String::from_utf8(out.stderr).unwrap())
+}
+
 #[test]
 fn output_that_cannot_be_written_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let db = siltdb::Db::open(dir.path()).unwrap();
     db.insert("k", "v").unwrap();
     let wal = common::files_with_ext(dir.path(), "wal").pop().unwrap();
-    let full = std::fs::OpenOptions::new()
-        .write(true)
-        .open("/dev/full")
+    // A table without a filter: `sst filter` says so in one line (once a `println!`, which
+    // panicked on a failed write).
+    let tables = tempfile::tempdir().unwrap();
+    let unfiltered = common::build_tables(tables.path(), 100, 0.0);
+    for args in [
+        vec!["wal".as_ref(), "dump".as_ref(), wal.as_os_str()],
+        vec!["sst".as_ref(), "filter".as_ref(), unfiltered.as_os_str()],
+    ] {
+        let (code, err) = to_full_disk(&args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(
+            !err.contains("internal error") && !err.contains("panicked"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn wal_dump_refuses_a_manifest_and_reports_what_recovery_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = siltdb::Db::open(dir.path()).unwrap();
+    db.insert("k1", "v1").unwrap();
+    db.insert("k2", "v2").unwrap();
+    drop(db);
+    // A manifest named as the file to dump: a wrong argument, not a corrupt WAL.
+    let manifest = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("MANIFEST-")
+        })
         .unwrap();
-    let status = std::process::Command::new(env!("CARGO_BIN_EXE_silt"))
-        .args(["wal", "dump"])
-        .arg(&wal)
-        .stdout(full)
-        .stderr(std::process::Stdio::null())
-        .status()
-        .unwrap();
-    assert_eq!(status.code(), Some(2));
+    let (_, err) = run(silt().args(["wal", "dump"]).arg(&manifest), 2);
+    assert!(err.contains("is a manifest, not a WAL"), "{err}");
+    // A WAL whose first record is copied after the others: every checksum holds, but the
+    // sequence numbers go backwards, which recovery refuses. The dump shows it and fails.
+    let wal = common::files_with_ext(dir.path(), "wal").pop().unwrap();
+    let (records, _) = siltdb::inspect::read_log(&wal).unwrap();
+    let data: Vec<_> = records.iter().filter(|r| r.payload.len() > 12).collect();
+    assert!(data.len() >= 2, "{} records", records.len());
+    let bytes = std::fs::read(&wal).unwrap();
+    let last = records.last().unwrap();
+    let end = (last.offset + last.len) as usize;
+    let first = data[0];
+    let mut forged = bytes[..end].to_vec();
+    forged.extend_from_slice(&bytes[first.offset as usize..(first.offset + first.len) as usize]);
+    std::fs::write(&wal, &forged).unwrap();
+    let (out, err) = run(silt().args(["wal", "dump"]).arg(&wal), 2);
+    assert!(out.contains("REFUSED by recovery"), "{out}");
+    assert!(err.contains(&format!("at offset {end}")), "{err}");
+    assert!(err.contains("go backwards"), "{err}");
+    assert!(matches!(
+        siltdb::Db::open(dir.path()),
+        Err(siltdb::Error::Corruption { .. })
+    ));
+}
+
+#[test]
+fn readamp_refuses_sizes_it_cannot_run() {
+    let too_big = (siltdb::MAX_VALUE_SIZE + 1).to_string();
+    let max = u64::MAX.to_string();
+    for (args, expect) in [
+        (vec!["--value-size", too_big.as_str()], "--value-size"),
+        (vec!["--value-size", max.as_str()], "--value-size"),
+        (
+            vec!["--keys", "1", "--overwrites", max.as_str()],
+            "--overwrites",
+        ),
+    ] {
+        let (_, err) = run(silt().arg("readamp").args(&args), 2);
+        assert!(err.contains(expect), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    }
 }

@@ -151,7 +151,8 @@ pub fn info(dir: &Path, json: bool) -> Result<(), CliError> {
                 index_bytes: t.index_memory_bytes() as u64,
             });
         }
-        let entries: u64 = rows.iter().map(|r| r.entries).sum();
+        // Sizes and counts come from the manifest, each bounded but not their number.
+        let entries = rows.iter().map(|r| r.entries).fold(0, u64::saturating_add);
         let filter_bytes: u64 = rows.iter().map(|r| r.filter_bytes).sum();
         let keys: f64 = rows
             .iter()
@@ -171,7 +172,7 @@ pub fn info(dir: &Path, json: bool) -> Result<(), CliError> {
         levels.push(LevelRow {
             level,
             tables: rows.len(),
-            bytes: rows.iter().map(|r| r.bytes).sum(),
+            bytes: rows.iter().map(|r| r.bytes).fold(0, u64::saturating_add),
             entries,
             smallest: metas.iter().map(|t| t.smallest_user()).min().map(escape),
             largest: metas.iter().map(|t| t.largest_user()).max().map(escape),

@@ -111,13 +111,39 @@ fn finish(
 
 /// `silt wal dump FILE`: one line (or JSON line) per record.
 pub fn wal_dump(file: &Path, hex: bool, json: bool) -> Result<(), CliError> {
+    if file
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("MANIFEST-"))
+    {
+        return Err(CliError::input(format!(
+            "{} is a manifest, not a WAL: use `silt manifest dump DIR`",
+            file.display()
+        )));
+    }
     let (records, end) = read(file)?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let mut malformed = None;
+    // The first record recovery would refuse though its checksum is right, and why.
+    let mut refused: Option<(u64, String)> = None;
+    let mut prev_last: Option<u64> = None;
     for r in &records {
         let ops = inspect::decode_wal_payload(&r.payload);
-        if ops.is_none() {
-            malformed.get_or_insert(r.offset);
+        let error = match ops.as_deref() {
+            None => Some("checksum ok but the payload does not decode".to_string()),
+            Some([first, .., last]) | Some([first @ last]) => {
+                let backwards = prev_last.filter(|&p| first.seq <= p).map(|p| {
+                    format!(
+                        "sequence numbers go backwards: the record starts at {} but the one before it ended at {p}",
+                        first.seq
+                    )
+                });
+                prev_last = Some(last.seq);
+                backwards
+            }
+            Some([]) => None,
+        };
+        if let Some(e) = &error {
+            refused.get_or_insert((r.offset, e.clone()));
         }
         let rec = Record {
             offset: r.offset,
@@ -143,9 +169,7 @@ pub fn wal_dump(file: &Path, hex: bool, json: bool) -> Result<(), CliError> {
                     .collect()
             }),
             edit: None,
-            error: ops
-                .is_none()
-                .then(|| "checksum ok but the payload does not decode".to_string()),
+            error,
         };
         if json {
             line(&mut out, &serde_json::to_string(&rec)?)?;
@@ -196,10 +220,19 @@ pub fn wal_dump(file: &Path, hex: bool, json: bool) -> Result<(), CliError> {
                 ),
             )?,
         }
+        if let (Some(e), Some(_)) = (&rec.error, &rec.ops) {
+            line(&mut out, &format!("  REFUSED by recovery: {e}"))?;
+        }
     }
     finish(file, &end, json, &mut out)?;
     crate::output::flush(&mut out)?;
-    malformed_is_corrupt(file, malformed, "record's payload")
+    match refused {
+        None => Ok(()),
+        Some((offset, detail)) => Err(CliError::input(format!(
+            "corrupt file {} at offset {offset}: {detail}",
+            file.display()
+        ))),
+    }
 }
 
 /// A record whose checksum is right but whose contents do not decode is corruption (recovery

@@ -1,7 +1,7 @@
 //! `silt readamp`: build a database per filter setting, run point reads of three kinds, and
 //! report what they cost, measured with `Stats`, next to what the filters' parameters predict.
 
-use crate::output::{print_json, CliError};
+use crate::output::{flush, line, print_json, CliError};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
@@ -283,7 +283,9 @@ fn run_reads(
     let n = args.reads;
     let pb = bar(n, &format!("reads: {}", kind.name()));
     let before = db.stats();
-    let mut lat: Vec<u32> = Vec::with_capacity(n as usize);
+    // Made ahead for up to 2^24 reads; a longer run grows it as it goes (a huge --reads is
+    // a long run, not an allocation that fails up front).
+    let mut lat: Vec<u32> = Vec::with_capacity(n.min(1 << 24) as usize);
     let start = Instant::now();
     for j in 0..n {
         let k = key_for(kind, args.seed, args.keys, j);
@@ -484,7 +486,10 @@ fn opt_pct(v: Option<f64>) -> String {
     v.map_or("-".into(), |x| format!("{:.3}%", x * 100.0))
 }
 
-fn print_text(r: &Report) {
+/// The report as text tables on stdout, through [`line()`]: a closed pipe ends quietly, a
+/// failed write (a full disk under a redirect) is an error.
+fn print_text(r: &Report) -> Result<(), CliError> {
+    let mut lines = Vec::new();
     let tree = if r.overwrites > 0 {
         format!(
             "then {} random overwrites (a steady-state tree)",
@@ -493,10 +498,10 @@ fn print_text(r: &Report) {
     } else {
         "no overwrites (a young tree)".to_string()
     };
-    println!(
+    lines.push(format!(
         "siltdb read amplification: {} keys ({}-byte keys, {}-byte values, random order), {tree}; default options except each setting's filter policy; {} reads per kind",
         r.keys, r.key_size, r.value_size, r.reads_per_kind
-    );
+    ));
     for s in &r.settings {
         let shape: Vec<String> = s
             .levels
@@ -509,7 +514,7 @@ fn print_text(r: &Report) {
             .filter(|l| l.filter_bytes > 0)
             .map(|l| format!("L{} {} {:.2}", l.level, l.filter_kind, l.bits_per_key))
             .collect();
-        println!(
+        lines.push(format!(
             "\nbits/key {:<10} load {:.1}s ({:.0} keys/s), write amp {:.2}, tables {}, filters {:.2} MiB ({:.2} bits/key)",
             s.setting.label,
             s.load_secs,
@@ -518,13 +523,13 @@ fn print_text(r: &Report) {
             shape.join(" "),
             s.filter_bytes as f64 / (1 << 20) as f64,
             s.filter_bits_per_key
-        );
+        ));
         if !kinds.is_empty() {
-            println!("  filters (kind, bits/key): {}", kinds.join(", "));
+            lines.push(format!("  filters (kind, bits/key): {}", kinds.join(", ")));
         }
     }
-    println!();
-    println!(
+    lines.push(String::new());
+    lines.push(format!(
         "{:<10} {:<21} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>11} {:>10} {:>8} {:>8}",
         "bits/key",
         "read kind",
@@ -540,10 +545,10 @@ fn print_text(r: &Report) {
         "filter MiB",
         "p50 us",
         "p99 us"
-    );
+    ));
     for s in &r.settings {
         for row in &s.reads {
-            println!(
+            lines.push(format!(
                 "{:<10} {:<21} {:>10.3} {:>10.3} {:>10.4} {:>10.4} {:>10.4} {:>10.1} {:>10} {:>10} {:>11.0} {:>10.2} {:>8.2} {:>8.2}",
                 s.setting.label,
                 row.kind_name(),
@@ -559,9 +564,14 @@ fn print_text(r: &Report) {
                 s.filter_bytes as f64 / (1 << 20) as f64,
                 row.p50_us,
                 row.p99_us
-            );
+            ));
         }
     }
+    let mut out = std::io::stdout().lock();
+    for l in &lines {
+        line(&mut out, l)?;
+    }
+    flush(&mut out)
 }
 
 impl ReadRow {
@@ -716,6 +726,18 @@ pub fn run(args: &ReadampArgs, json: bool) -> Result<(), CliError> {
     if args.keys == 0 || args.reads == 0 {
         return Err(CliError::input("--keys and --reads must be at least 1"));
     }
+    if args.value_size > siltdb::MAX_VALUE_SIZE {
+        return Err(CliError::input(format!(
+            "--value-size {} is over the largest value, {} bytes",
+            args.value_size,
+            siltdb::MAX_VALUE_SIZE
+        )));
+    }
+    if args.keys.checked_add(args.overwrites()).is_none() {
+        return Err(CliError::input(
+            "--keys plus --overwrites must fit in 64 bits",
+        ));
+    }
     let settings = args
         .bits_per_key
         .iter()
@@ -758,7 +780,7 @@ pub fn run(args: &ReadampArgs, json: bool) -> Result<(), CliError> {
     if json {
         print_json(&report)?;
     } else {
-        print_text(&report);
+        print_text(&report)?;
         eprintln!(
             "(finished in {:.1?})",
             Duration::from_secs_f64(started.elapsed().as_secs_f64())

@@ -732,11 +732,15 @@ pub fn filter(args: &FilterArgs, json: bool) -> Result<(), CliError> {
                 &serde_json::json!({"file": file.display().to_string(), "filter": null}),
             );
         }
-        println!(
-            "{}: no filter block (written with 0 bits per key)",
-            file.display()
-        );
-        return Ok(());
+        let mut out = std::io::stdout().lock();
+        line(
+            &mut out,
+            &format!(
+                "{}: no filter block (written with 0 bits per key)",
+                file.display()
+            ),
+        )?;
+        return flush(&mut out);
     };
     let bad_trailer = |e: filter::FilterError| corrupt_at(file, fh.offset + e.offset, e.detail);
     let trailer = filter::decode_trailer(&block).map_err(bad_trailer)?;
@@ -1281,8 +1285,13 @@ pub fn verify(file: &Path, json: bool) -> Result<(), CliError> {
         }
         Err(e) => return Err(e.into()),
         Ok(t) => {
-            // Opening checked the footer, index, filter and properties; now every data block.
-            checked = 4;
+            // Opening checked the footer and every block but the data blocks (index, filter,
+            // range deletions, properties: those the table has); now every data block.
+            checked = t
+                .blocks()
+                .iter()
+                .filter(|b| b.kind != BlockKind::Data)
+                .count() as u64;
             for b in t.blocks().iter().filter(|b| b.kind == BlockKind::Data) {
                 checked += 1;
                 if let Err(e) = t.verify_block(b) {
