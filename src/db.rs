@@ -104,8 +104,9 @@ impl Db {
     /// [`insert_with`](Db::insert_with) to choose per write.
     ///
     /// Errors: [`Error::InvalidArgument`] for a key over 64 KiB or a value over 256 MiB
-    /// (nothing is written), [`Error::Poisoned`] after an earlier WAL or manifest failure,
-    /// [`Error::Closed`], [`Error::Io`].
+    /// (nothing is written), or on a database opened with [`Db::open_read_only`];
+    /// [`Error::Poisoned`] after an earlier WAL or manifest failure, [`Error::Closed`],
+    /// [`Error::Io`].
     pub fn insert(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         self.insert_with(key, value, WriteOptions::default())
     }
@@ -187,8 +188,10 @@ impl Db {
     /// `sync_writes` on it still fsyncs the WAL, as [`sync`](Db::sync) does). Durable as
     /// [`Options::sync_writes`](crate::Options::sync_writes) says.
     ///
-    /// Errors: [`Error::InvalidArgument`] if the batch holds an over-limit key or value
-    /// (nothing is written); otherwise as [`insert`](Db::insert).
+    /// Errors: [`Error::InvalidArgument`] if the batch holds an over-limit key or value, more
+    /// than [`MAX_BATCH_OPS`](crate::MAX_BATCH_OPS) operations or
+    /// [`MAX_BATCH_SIZE`](crate::MAX_BATCH_SIZE) bytes, or an empty range (nothing is
+    /// written); otherwise as [`insert`](Db::insert).
     pub fn write(&self, batch: WriteBatch) -> Result<()> {
         self.write_with(batch, WriteOptions::default())
     }
@@ -231,6 +234,8 @@ impl Db {
     }
 
     /// The same read as [`get`](Db::get), with a [`ReadTrace`] of what it did per table.
+    ///
+    /// Errors: as [`get`](Db::get).
     pub fn get_traced(&self, key: impl AsRef<[u8]>) -> Result<(Option<Value>, ReadTrace)> {
         let (v, trace) = self.core().read_path().get_traced(key.as_ref(), None)?;
         Ok((v.map(Value::from_bytes), trace))
@@ -274,7 +279,8 @@ impl Db {
     /// to an L0 table and recorded in the manifest: durable on return.
     ///
     /// Errors: [`Error::Io`] if the flush fails (it is retried in the background; the data
-    /// stays in the WAL), [`Error::Poisoned`], [`Error::Closed`].
+    /// stays in the WAL), [`Error::Poisoned`], [`Error::Closed`], [`Error::InvalidArgument`]
+    /// on a database opened with [`Db::open_read_only`].
     pub fn flush(&self) -> Result<()> {
         self.core().flush()
     }
@@ -282,7 +288,8 @@ impl Db {
     /// Makes every write so far durable against power loss (fsyncs the WAL).
     ///
     /// Errors: [`Error::Io`]; a failed sync poisons the database ([`Error::Poisoned`] for
-    /// later writes).
+    /// later writes); [`Error::Closed`]; [`Error::InvalidArgument`] on a database opened
+    /// with [`Db::open_read_only`].
     pub fn sync(&self) -> Result<()> {
         self.core().sync_wal()
     }

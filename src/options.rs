@@ -6,6 +6,10 @@ use crate::sstable::BlockCache;
 use std::fmt;
 use std::sync::Arc;
 
+/// The largest `memtable_size` and `target_table_size`: 64 GiB, far inside the 1 TiB a
+/// manifest allows a table (a table can pass its target by one key's versions).
+const MAX_TABLE_TARGET: u64 = 64 << 30;
+
 /// The filter one level's tables get, in [`FilterPolicy::Levels`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum LevelFilter {
@@ -58,7 +62,10 @@ pub enum FilterPolicy {
     /// `Uniform { bits_per_key }`, spread so that each level's false-positive rate is in
     /// proportion to its share of the keys. Small levels get more bits, the largest level a
     /// little fewer, and the expected wasted block reads per absent-key get fall by a factor
-    /// that grows with the number of levels (see `docs/filters.md`).
+    /// that grows with the number of levels (see `docs/filters.md`). Like `Hybrid` and
+    /// `RibbonHybrid`, it accepts 0 to 100 bits per key but gives no level more than 40
+    /// (its solver's range; a Bloom false-positive rate below 10^-8, where more bits buy
+    /// nothing measurable), so an average above 40 spends at most 40 a key.
     Monkey {
         /// Average bits per key over the whole tree.
         bits_per_key: f64,
@@ -312,7 +319,8 @@ impl Options {
     /// target, which keeps L0 -> L1 write amplification under 2. A random load of 16M keys
     /// wrote ~7.2 bytes per user byte with 24 MiB, ~8.1-8.3 with 16 MiB and ~14 with 4 MiB;
     /// a larger memtable writes less still but makes every insert search a longer skiplist
-    /// (see `docs/benchmarks.md` section 8). At least 1 KiB.
+    /// (see `docs/benchmarks.md` section 8). At least 1 KiB, at most 64 GiB (a memtable
+    /// flushes to one table, and a manifest records tables of at most 1 TiB).
     pub fn memtable_size(mut self, bytes: usize) -> Self {
         self.memtable_size = bytes;
         self
@@ -385,7 +393,8 @@ impl Options {
     }
 
     /// Size at which compaction output is split into a new table. Default 8 MiB; at least
-    /// 1 KiB. (Open descriptors are bounded by [`max_open_files`](Options::max_open_files),
+    /// 1 KiB, at most 64 GiB (a manifest records tables of at most 1 TiB, and a table can
+    /// pass its target by the versions of one key). (Open descriptors are bounded by [`max_open_files`](Options::max_open_files),
     /// not by the number of tables.)
     pub fn target_table_size(mut self, bytes: u64) -> Self {
         self.target_table_size = bytes;
@@ -487,9 +496,9 @@ impl Options {
     pub(crate) fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(Error::InvalidArgument(m));
         self.filter_policy.validate()?;
-        if self.memtable_size < 1024 {
+        if !(1024..=MAX_TABLE_TARGET as usize).contains(&self.memtable_size) {
             return bad(format!(
-                "memtable_size must be at least 1024, got {}",
+                "memtable_size must be between 1 KiB and 64 GiB, got {}",
                 self.memtable_size
             ));
         }
@@ -516,6 +525,12 @@ impl Options {
         }
         if self.level_base_size < 1024 || self.target_table_size < 1024 {
             return bad("level_base_size and target_table_size must be at least 1024".into());
+        }
+        if self.target_table_size > MAX_TABLE_TARGET {
+            return bad(format!(
+                "target_table_size must be at most 64 GiB, got {}",
+                self.target_table_size
+            ));
         }
         if self.level_size_ratio < 2 {
             return bad(format!(

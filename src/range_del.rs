@@ -82,6 +82,26 @@ pub(crate) fn half_open(start: Bound<&[u8]>, end: Bound<&[u8]>) -> (Option<Bytes
     (start, end)
 }
 
+/// The non-empty `tombstones` sorted by start, and every start and end among them, sorted
+/// and deduplicated: between two neighbouring points the set of covering tombstones is
+/// constant.
+fn sweep_points(
+    tombstones: impl IntoIterator<Item = RangeTombstone>,
+) -> (Vec<RangeTombstone>, Vec<Bytes>) {
+    let mut ts: Vec<RangeTombstone> = tombstones
+        .into_iter()
+        .filter(|t| end_above(&t.end, &t.start))
+        .collect();
+    ts.sort_by(|a, b| a.start.cmp(&b.start));
+    let mut points: Vec<Bytes> = ts
+        .iter()
+        .flat_map(|t| std::iter::once(t.start.clone()).chain(t.end.clone()))
+        .collect();
+    points.sort();
+    points.dedup();
+    (ts, points)
+}
+
 /// Range tombstones in fragmented form (see the module doc). Empty by default.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Fragments {
@@ -91,22 +111,10 @@ pub(crate) struct Fragments {
 impl Fragments {
     /// Fragments `tombstones` (any order, may overlap, empty ranges ignored).
     pub(crate) fn build(tombstones: impl IntoIterator<Item = RangeTombstone>) -> Fragments {
-        let mut ts: Vec<RangeTombstone> = tombstones
-            .into_iter()
-            .filter(|t| end_above(&t.end, &t.start))
-            .collect();
+        let (ts, points) = sweep_points(tombstones);
         if ts.is_empty() {
             return Fragments::default();
         }
-        ts.sort_by(|a, b| a.start.cmp(&b.start));
-        // Every start and end is a boundary; between two neighbouring boundaries the set of
-        // covering tombstones is constant.
-        let mut points: Vec<Bytes> = ts
-            .iter()
-            .flat_map(|t| std::iter::once(t.start.clone()).chain(t.end.clone()))
-            .collect();
-        points.sort();
-        points.dedup();
         let mut frags = Vec::new();
         let mut active: Vec<&RangeTombstone> = Vec::new();
         let mut next = 0;
@@ -129,6 +137,48 @@ impl Fragments {
             });
         }
         Fragments { frags }
+    }
+
+    /// `tombstones` cut into pieces that do not overlap, each with the newest sequence number
+    /// of the tombstones covering it: what the range deletes of one write group become in a
+    /// memtable. A group is published whole, so no reader reads at a sequence number between
+    /// two of its own: an older tombstone of the group under a newer one deletes nothing the
+    /// newer one does not. Keeping every covering number, as [`build`](Self::build) does,
+    /// would make one batch of nested ranges quadratic in memory (and its replay too). At most
+    /// twice as many pieces as tombstones; `O(n log n)`.
+    pub(crate) fn newest_pieces(tombstones: Vec<RangeTombstone>) -> Vec<RangeTombstone> {
+        let (ts, points) = sweep_points(tombstones);
+        // The tombstones begun so far, newest on top; one that has ended is dropped when it
+        // comes to the top (one under a live newer one does not matter until then).
+        let mut begun: std::collections::BinaryHeap<(SeqNo, usize)> = Default::default();
+        let mut next = 0;
+        let mut out: Vec<RangeTombstone> = Vec::new();
+        for (i, p) in points.iter().enumerate() {
+            while next < ts.len() && ts[next].start == *p {
+                begun.push((ts[next].seq, next));
+                next += 1;
+            }
+            while let Some(&(_, j)) = begun.peek() {
+                if end_above(&ts[j].end, p) {
+                    break;
+                }
+                begun.pop();
+            }
+            let Some(&(seq, _)) = begun.peek() else {
+                continue;
+            };
+            let end = points.get(i + 1).cloned();
+            match out.last_mut() {
+                // The piece before, at the same number, ends here: extend it.
+                Some(last) if last.seq == seq && last.end.as_ref() == Some(p) => last.end = end,
+                _ => out.push(RangeTombstone {
+                    start: p.clone(),
+                    end,
+                    seq,
+                }),
+            }
+        }
+        out
     }
 
     /// The union of two fragmented sets, fragmented: one sweep over both (they are sorted),
@@ -670,5 +720,67 @@ mod tests {
             prop_assert!(u.frags.windows(2).all(|w| w[0].end.as_ref().is_some_and(|e| *e <= w[1].start)));
             prop_assert_eq!(Fragments::decode(&u.encode()).unwrap(), u);
         }
+
+        /// A write group's tombstones cut to their newest pieces answer like all of them for
+        /// every reader at or after the group (the only readers a group has), and not at all
+        /// before it; the pieces do not overlap and are at most twice as many.
+        #[test]
+        fn newest_pieces_answer_like_the_group(
+            raw in proptest::collection::vec((key(), proptest::option::of(key()), 0u64..12), 0..10),
+            probes in proptest::collection::vec((key(), 0u64..30), 1..30),
+        ) {
+            let base = 10;
+            let ts: Vec<RangeTombstone> = raw.iter().map(|(s, e, q)| RangeTombstone {
+                start: Bytes::copy_from_slice(s),
+                end: e.as_ref().map(|e| Bytes::copy_from_slice(e)),
+                seq: base + *q,
+            }).collect();
+            let last = base + 11;
+            let whole = Fragments::build(ts.clone());
+            let pieces = Fragments::newest_pieces(ts.clone());
+            prop_assert!(pieces.len() <= 2 * ts.len());
+            prop_assert!(pieces.windows(2).all(|w| w[0].end.as_ref().is_some_and(|e| *e <= w[1].start)));
+            let cut = Fragments::build(pieces);
+            for (k, read) in &probes {
+                let read = if *read < base { *read } else { last + read };
+                prop_assert_eq!(cut.covering_seq(k, read), whole.covering_seq(k, read), "{:?} at {}", k, read);
+            }
+        }
+    }
+
+    #[test]
+    fn nested_ranges_of_one_group_cut_to_linear_pieces() {
+        // 2,000 ranges ["", k_i), each inside the next: all of them would keep ~2 million
+        // sequence numbers; the newest pieces keep one per piece.
+        let nested = |seq: fn(u64) -> u64| -> Vec<RangeTombstone> {
+            (0..2000u64)
+                .map(|i| RangeTombstone {
+                    start: Bytes::new(),
+                    end: Some(Bytes::from(format!("k{i:05}"))),
+                    seq: seq(i),
+                })
+                .collect()
+        };
+        let top = u64::MAX >> 8;
+        // The widest range newest: it covers everything, one piece.
+        let ts = nested(|i| 100 + i);
+        let pieces = Fragments::newest_pieces(ts.clone());
+        assert_eq!(pieces.len(), 1);
+        assert_eq!(
+            (pieces[0].seq, pieces[0].end.as_deref()),
+            (2099, Some(&b"k01999"[..]))
+        );
+        // The narrowest newest: piece [k_(i-1), k_i) is newest under range i.
+        let ts = nested(|i| 2099 - i);
+        let pieces = Fragments::newest_pieces(ts.clone());
+        assert_eq!(pieces.len(), 2000);
+        let f = Fragments::build(pieces);
+        assert_eq!(f.covering_seq(b"a", top), 2099);
+        assert_eq!(f.covering_seq(b"k00000", top), 2098);
+        assert_eq!(f.covering_seq(b"k01998x", top), 100);
+        assert_eq!(f.covering_seq(b"k01999", top), 0);
+        // One number per piece, against every covering one: 2000 * 2001 / 2 of them.
+        assert_eq!(f.len(), 2000);
+        assert_eq!(Fragments::build(ts).len(), 2000 * 2001 / 2);
     }
 }

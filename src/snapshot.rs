@@ -53,6 +53,8 @@ impl Snapshot {
     }
 
     /// True if `key` had a value as of the snapshot.
+    ///
+    /// Errors: as [`get`](Snapshot::get).
     pub fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool> {
         Ok(self.get(key)?.is_some())
     }

@@ -127,15 +127,17 @@ impl Stats {
         if self.user_bytes_written == 0 {
             return 0.0;
         }
-        (self.bytes_flushed + self.bytes_compacted_written) as f64 / self.user_bytes_written as f64
+        (self.bytes_flushed as f64 + self.bytes_compacted_written as f64)
+            / self.user_bytes_written as f64
     }
 
     /// Bytes of memory the database pins: filters, indexes, memtables and block cache.
     pub fn memory_bytes(&self) -> u64 {
+        // Saturating: the fields are public, any values may be put in them.
         self.filter_memory_bytes
-            + self.index_memory_bytes
-            + self.memtable_memory_bytes
-            + self.block_cache_bytes
+            .saturating_add(self.index_memory_bytes)
+            .saturating_add(self.memtable_memory_bytes)
+            .saturating_add(self.block_cache_bytes)
     }
 
     /// Data blocks read per get.
@@ -150,11 +152,11 @@ impl Stats {
     /// Measured filter false-positive rate: false positives over probes of tables that did not
     /// hold the key.
     pub fn measured_fpr(&self) -> f64 {
-        let absent = self.filter_false_positives + self.filter_negatives;
-        if absent == 0 {
+        let absent = self.filter_false_positives as f64 + self.filter_negatives as f64;
+        if absent == 0.0 {
             0.0
         } else {
-            self.filter_false_positives as f64 / absent as f64
+            self.filter_false_positives as f64 / absent
         }
     }
 }

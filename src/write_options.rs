@@ -38,7 +38,8 @@ impl WriteOptions {
     }
 
     /// `true`: fsync before returning ([`Durability::Sync`]); `false`: do not
-    /// ([`Durability::Buffered`]), whatever `sync_writes` says.
+    /// ([`Durability::Buffered`]), whatever `sync_writes` says. Not calling it keeps the
+    /// default, [`Durability::Default`] (as `sync_writes` says).
     pub fn sync(mut self, sync: bool) -> WriteOptions {
         self.durability = if sync {
             Durability::Sync

@@ -4,6 +4,7 @@
 //! nobody else records, and, unless read-only, write the replayed writes to an L0 table under a
 //! fresh manifest and remove every file the manifest does not reference.
 
+use super::write::{apply_op, apply_range_deletes};
 use crate::compaction::{self, JobContext, JobOutput};
 use crate::error::{io_context, Error, Result};
 use crate::filename::{self, FileKind};
@@ -149,17 +150,21 @@ pub(super) fn recover(
             }
             seqs.check(&path, &batch)?;
             // `check` proved `first_seq + ops - 1` does not overflow.
+            let mut ranges = Vec::new();
             for (seq, op) in (batch.first_seq..).zip(batch.ops) {
                 // A full memtable is written out even inside a record: the parts join the
                 // tree together, so a batch still appears whole (and a WAL of an older
-                // version, whose batches could hold more operations, still fits).
+                // version, whose batches could hold more operations, still fits). Each part
+                // keeps the range deletes of its own operations.
                 if recovered.is_full() {
+                    apply_range_deletes(&recovered, std::mem::take(&mut ranges));
                     seal_replayed(&ctx, &versions, &mut recovered, &mut parts.list, &mut kept)?;
                 }
                 // The operation slices the record: the memtable counts the bytes it keeps.
                 recovered.count_shared(op.key.len() + op.value.len());
-                super::write::apply_op(&recovered, op.kind, op.key, op.value, seq)?;
+                apply_op(&recovered, op.kind, op.key, op.value, seq, &mut ranges)?;
             }
+            apply_range_deletes(&recovered, ranges);
             if recovered.approx_bytes() >= part_limit {
                 seal_replayed(&ctx, &versions, &mut recovered, &mut parts.list, &mut kept)?;
             }

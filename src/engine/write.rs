@@ -16,6 +16,7 @@ use crate::error::{io_context, Error, Result};
 use crate::filename;
 use crate::key::{SeqNo, ValueKind, MAX_SEQ};
 use crate::memtable::Memtable;
+use crate::range_del::{Fragments, RangeTombstone};
 use crate::stats::Counters;
 use crate::wal::{self, OpKind, WalWriter};
 use crate::write_options::WriteOptions;
@@ -572,16 +573,18 @@ impl Core {
         // decoded into allocations of their own.
         let mut seq = first_seq;
         let mut failed = None;
+        let mut ranges = Vec::new();
         for (b, _, _) in group.iter_mut() {
             let encoded = mem.hold(std::mem::take(&mut b.ops));
             wal::walk_ops(&encoded, b.count, |op| {
                 let (key, value) = (encoded.slice_ref(op.key), encoded.slice_ref(op.value));
-                if let Err(e) = apply_op(mem, op.kind, key, value, seq) {
+                if let Err(e) = apply_op(mem, op.kind, key, value, seq, &mut ranges) {
                     failed.get_or_insert(e);
                 }
                 seq += 1;
             });
         }
+        apply_range_deletes(mem, ranges);
         // The group is in the WAL but not wholly in the memtable: fail it (which stops
         // writes until a reopen replays it).
         if let Some(e) = failed {
@@ -753,23 +756,39 @@ impl Core {
 
 /// Applies one decoded operation of a batch to the memtable at `seq`: the one place that
 /// turns the WAL's op kinds into memtable entries (the write path and recovery share it).
+/// A range delete is added to `ranges`, which the caller applies with
+/// [`apply_range_deletes`] once the write group's other operations are in.
 pub(crate) fn apply_op(
     mem: &Memtable,
     kind: OpKind,
     key: Bytes,
     value: Bytes,
     seq: SeqNo,
+    ranges: &mut Vec<RangeTombstone>,
 ) -> Result<()> {
-    match kind {
-        OpKind::Put => mem.insert(key, seq, ValueKind::Put, value),
-        OpKind::Delete => mem.insert(key, seq, ValueKind::Delete, Bytes::new()),
-        OpKind::RangeDelete => {
-            mem.insert_range_delete(key, Some(value), seq);
-            Ok(())
-        }
-        OpKind::RangeDeleteToEnd => {
-            mem.insert_range_delete(key, None, seq);
-            Ok(())
-        }
+    let end = match kind {
+        OpKind::Put => return mem.insert(key, seq, ValueKind::Put, value),
+        OpKind::Delete => return mem.insert(key, seq, ValueKind::Delete, Bytes::new()),
+        OpKind::RangeDelete => Some(value),
+        OpKind::RangeDeleteToEnd => None,
+    };
+    ranges.push(RangeTombstone {
+        start: key,
+        end,
+        seq,
+    });
+    Ok(())
+}
+
+/// Records the range deletes of one write group (or of the part of a replayed one that goes
+/// into this memtable) in the memtable. Several are cut into their newest pieces first
+/// ([`Fragments::newest_pieces`]): no reader reads inside a group, and one batch of nested
+/// ranges would otherwise keep a quadratic number of sequence numbers.
+pub(crate) fn apply_range_deletes(mem: &Memtable, mut ranges: Vec<RangeTombstone>) {
+    if ranges.len() > 1 {
+        ranges = Fragments::newest_pieces(ranges);
+    }
+    for t in ranges {
+        mem.insert_range_delete(t.start, t.end, t.seq);
     }
 }

@@ -453,6 +453,8 @@ impl MemFs {
     }
 
     /// The current bytes of `path` (for tests that corrupt files).
+    ///
+    /// Errors: `NotFound` if there is no such file.
     pub fn read_file(&self, path: &Path) -> io::Result<Vec<u8>> {
         let st = self.state.lock();
         let inode = st.current.get(path).ok_or_else(|| not_found(path))?;
@@ -462,7 +464,8 @@ impl MemFs {
 
     /// Replaces the bytes of `path` as if written and synced (for tests that corrupt files).
     /// An existing file is changed in place, so open readers see the new bytes, as with bit
-    /// rot under an open file descriptor.
+    /// rot under an open file descriptor. Never fails (the `io::Result` matches
+    /// [`FileSystem`]'s methods); the parent directory need not exist.
     pub fn write_file(&self, path: &Path, data: &[u8]) -> io::Result<()> {
         let mut st = self.state.lock();
         if let Some(inode) = st.current.get(path).cloned() {

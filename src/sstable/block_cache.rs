@@ -125,6 +125,10 @@ impl std::fmt::Debug for BlockCache {
 /// Blocks are assumed to be about this large when sizing the cache's tables.
 const TYPICAL_BLOCK: u64 = 4096;
 
+/// The most blocks a [`BlockCache`] sizes its tables and its doorkeeper for: 2^24 (64 GiB of
+/// 4 KiB blocks).
+const MAX_SIZED_BLOCKS: u64 = 1 << 24;
+
 impl BlockCache {
     /// A cache of at most `capacity_bytes` of blocks, admitting every block read
     /// ([`Admission::Always`]).
@@ -132,9 +136,13 @@ impl BlockCache {
         BlockCache::with_admission(capacity_bytes, Admission::Always)
     }
 
-    /// A cache of at most `capacity_bytes` with the given admission policy.
+    /// A cache of at most `capacity_bytes` with the given admission policy. Its tables (and
+    /// its doorkeeper) are sized for `capacity_bytes` of 4 KiB blocks, but for no more than
+    /// 2^24 of them (64 GiB): a larger capacity is still honoured, it only sizes nothing
+    /// ahead for it (so `u64::MAX`, "unbounded", allocates the bookkeeping of a 64 GiB cache,
+    /// not an impossible amount).
     pub fn with_admission(capacity_bytes: u64, admission: Admission) -> BlockCache {
-        let items = (capacity_bytes / TYPICAL_BLOCK).max(16) as usize;
+        let items = (capacity_bytes / TYPICAL_BLOCK).clamp(16, MAX_SIZED_BLOCKS) as usize;
         BlockCache {
             inner: Arc::new(Inner {
                 cache: quick_cache::sync::Cache::with_weighter(
@@ -190,4 +198,30 @@ static NEXT_TABLE_ID: AtomicU64 = AtomicU64::new(1);
 /// A table id never used before in this process: the block cache's key for an open table.
 pub(crate) fn next_table_id() -> u64 {
     NEXT_TABLE_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::{encode, trailer, ValueKind};
+    use crate::sstable::block::BlockBuilder;
+    use bytes::Bytes;
+
+    #[test]
+    fn a_cache_of_any_capacity_is_made_without_a_huge_allocation() {
+        // u64::MAX once sized a doorkeeper of 4 PiB (an abort) and overflowed its bit count.
+        let mut b = BlockBuilder::new(16);
+        b.add(&encode(b"k", trailer(1, ValueKind::Put)), b"v");
+        let mut raw = Vec::new();
+        b.finish_into(&mut raw);
+        let block = Block::parse(Bytes::from(raw)).unwrap();
+        for admission in [Admission::Always, Admission::SecondSighting] {
+            let c = BlockCache::with_admission(u64::MAX, admission);
+            assert_eq!(c.capacity(), u64::MAX);
+            // The second sighting admits it, the first already with `Always`.
+            c.insert(1, 0, block.clone());
+            c.insert(1, 0, block.clone());
+            assert!(c.get(1, 0).is_some(), "{admission:?}");
+        }
+    }
 }

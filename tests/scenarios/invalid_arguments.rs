@@ -47,6 +47,9 @@ fn bad_options_are_rejected() {
     for opts in [
         Options::default().bloom_bits_per_key(-3.0),
         Options::default().memtable_size(1),
+        Options::default().memtable_size(usize::MAX),
+        Options::default().target_table_size((64 << 30) + 1),
+        Options::default().target_table_size(u64::MAX),
         Options::default().block_size(10),
         Options::default().l0_compaction_trigger(0),
     ] {

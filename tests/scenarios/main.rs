@@ -55,6 +55,7 @@ mod per_write_durability;
 mod power_loss_concurrent_rotation;
 mod range_delete_corruption;
 mod range_delete_levels;
+mod range_delete_nested_batch;
 mod range_delete_scans;
 mod read_only;
 mod read_only_live_wal;
