@@ -280,6 +280,36 @@ fn wal_dump_refuses_a_manifest_and_reports_what_recovery_refuses() {
 }
 
 #[test]
+fn manifest_dump_reports_edits_recovery_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = siltdb::Db::open(dir.path()).unwrap();
+    db.insert("k", "v").unwrap();
+    db.flush().unwrap();
+    drop(db);
+    // Reopened: the new manifest starts with a snapshot edit that adds the table.
+    drop(siltdb::Db::open(dir.path()).unwrap());
+    let manifest = siltdb::inspect::current_manifest(dir.path()).unwrap();
+    let (records, end) = siltdb::inspect::read_log(&manifest).unwrap();
+    assert!(matches!(end, siltdb::inspect::LogEnd::Clean));
+    // That edit copied after the others: every checksum holds and each edit decodes, but
+    // it adds a table that is live already.
+    let bytes = std::fs::read(&manifest).unwrap();
+    let last = records.last().unwrap();
+    let at = last.offset + last.len;
+    let first = &records[0];
+    let mut forged = bytes[..at as usize].to_vec();
+    forged.extend_from_slice(&bytes[first.offset as usize..(first.offset + first.len) as usize]);
+    std::fs::write(&manifest, &forged).unwrap();
+    let (out, err) = run(silt().args(["manifest", "dump"]).arg(dir.path()), 2);
+    assert!(out.contains("end: clean"), "{out}");
+    assert!(err.contains(&format!("at offset {at}")), "{err}");
+    assert!(matches!(
+        siltdb::Db::open(dir.path()),
+        Err(siltdb::Error::Corruption { .. })
+    ));
+}
+
+#[test]
 fn readamp_refuses_sizes_it_cannot_run() {
     let too_big = (siltdb::MAX_VALUE_SIZE + 1).to_string();
     let max = u64::MAX.to_string();

@@ -357,5 +357,9 @@ pub fn manifest_dump(dir: &Path, json: bool) -> Result<(), CliError> {
     }
     finish(&path, &end, json, &mut out)?;
     crate::output::flush(&mut out)?;
-    malformed_is_corrupt(&path, malformed, "edit")
+    malformed_is_corrupt(&path, malformed, "edit")?;
+    // Each edit decodes; replaying them checks, as an open does, what must hold across
+    // edits (docs/format.md section 4: no live table added again, no overlap in L1+, ...).
+    inspect::read_manifest(dir)?;
+    Ok(())
 }
