@@ -20,7 +20,8 @@
 //! closing; the parent then opens the database with the default memtable and prints the time
 //! to open and its peak RSS. With `WF_TAIL=1` in the environment, `fillrandom`/`fillseq` also
 //! print (to stderr) how many inserts took longer than 1 us ... 1 ms and what share of all
-//! the inserts' time they took: where the mean insert time goes beyond the median.
+//! the inserts' time they took: where the mean insert time goes beyond the median. With
+//! `WF_VALUE=N`, `sync` and `unsynced` write N-byte values instead of 100-byte ones.
 use siltdb::{Db, Options, Stats};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -158,6 +159,15 @@ fn fill(dir: &Path, n: u64, sequential: bool) {
     );
 }
 
+/// Bytes of each value the threaded writers write: 100, or `WF_VALUE` (an experiment knob:
+/// a larger value makes a single writer's synced record as large as a group's).
+fn value_len() -> usize {
+    std::env::var("WF_VALUE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100)
+}
+
 fn threaded_writers(dir: &Path, n: u64, threads: u64, sync: bool) {
     let _ = std::fs::remove_dir_all(dir);
     let db = Db::open_with(dir, Options::default().sync_writes(sync)).unwrap();
@@ -167,8 +177,9 @@ fn threaded_writers(dir: &Path, n: u64, threads: u64, sync: bool) {
         for t in 0..threads {
             let db = &db;
             s.spawn(move || {
+                let value = vec![b'v'; value_len()];
                 for i in 0..per {
-                    db.insert(key(t * per + i, false), [b'v'; 100]).unwrap();
+                    db.insert(key(t * per + i, false), &value).unwrap();
                 }
             });
         }
