@@ -41,11 +41,31 @@ pub(crate) fn out_of_descriptors(e: &io::Error) -> bool {
 }
 
 impl TableCache {
-    /// A cache of at most `capacity` open files (at least 1).
+    /// A cache of at most `capacity` open files (at least 1), in one shard: `quick_cache`
+    /// gives each of its shards `ceil(capacity / shards)` entries, so its default of four
+    /// shards per CPU let the total pass `capacity` (1,024 for 1,000 on eight CPUs) and closed
+    /// files of a full shard while others had room (as many live tables as `capacity` kept
+    /// reopening some). A file is looked up once per block read from disk (a system call
+    /// anyway), so one shard's lock costs nothing that matters.
     pub(crate) fn new(capacity: usize) -> TableCache {
         let capacity = capacity.max(1);
+        let options = quick_cache::OptionsBuilder::new()
+            .estimated_items_capacity(capacity)
+            .weight_capacity(capacity as u64)
+            .shards(1)
+            .build();
+        let files = match options {
+            Ok(o) => quick_cache::sync::Cache::with_options(
+                o,
+                Default::default(),
+                Default::default(),
+                Default::default(),
+            ),
+            // Only a capacity left unset is refused, and both are set above.
+            Err(_) => quick_cache::sync::Cache::new(capacity),
+        };
         TableCache {
-            files: quick_cache::sync::Cache::new(capacity),
+            files,
             capacity,
             opens: AtomicU64::new(0),
         }
@@ -181,6 +201,31 @@ mod tests {
             failures: AtomicU32::new(failures),
         };
         (fs, TableCache::new(4))
+    }
+
+    #[test]
+    fn as_many_tables_as_the_capacity_stay_open() {
+        // With quick_cache's own sharding, 100 descriptors were split over shards of 50 (on
+        // two CPUs; 32 each on eight), and a shard that drew more than its share of the 100
+        // ids closed some while another had room: the second pass reopened files.
+        let fs = MemFs::new();
+        fs.create_dir_all(Path::new("/d")).unwrap();
+        let cache = TableCache::new(100);
+        let path = |i: u64| Path::new("/d").join(format!("{i}.sst"));
+        for i in 0..100u64 {
+            fs.write_file(&path(i), b"x").unwrap();
+        }
+        for _ in 0..2 {
+            for i in 0..100u64 {
+                cache.file(i, &fs, &path(i)).unwrap();
+            }
+        }
+        assert_eq!(cache.opens(), 100);
+        assert_eq!(cache.open_files(), 100);
+        // One more table closes one descriptor: never more than the capacity open.
+        fs.write_file(&path(100), b"x").unwrap();
+        cache.file(100, &fs, &path(100)).unwrap();
+        assert_eq!(cache.open_files(), 100);
     }
 
     #[test]

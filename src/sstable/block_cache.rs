@@ -129,6 +129,21 @@ const TYPICAL_BLOCK: u64 = 4096;
 /// 4 KiB blocks).
 const MAX_SIZED_BLOCKS: u64 = 1 << 24;
 
+/// The fewest bytes each of the cache's shards holds: twice the largest data block a table is
+/// built with (`Options::block_size` is at most 16 MiB). `quick_cache` splits the byte budget
+/// evenly over its shards and drops, without a word, an entry heavier than 97% of one shard's
+/// share: with the shard count it picks by itself (four per CPU), a cache of 64 MiB on two
+/// CPUs could not keep a block over 8 MiB, nor one of 8 MiB a block over 256 KiB on eight.
+const MIN_SHARD_BYTES: u64 = 32 << 20;
+
+/// Shards for a cache of `capacity` bytes: four per CPU, as `quick_cache` would pick, but no
+/// more than leave each [`MIN_SHARD_BYTES`]; a power of two (what `quick_cache` rounds to).
+fn shards_for(capacity: u64) -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    let n = (capacity / MIN_SHARD_BYTES).clamp(1, cpus.saturating_mul(4).max(1));
+    1 << (63 - n.leading_zeros())
+}
+
 impl BlockCache {
     /// A cache of at most `capacity_bytes` of blocks, admitting every block read
     /// ([`Admission::Always`]).
@@ -140,16 +155,31 @@ impl BlockCache {
     /// its doorkeeper) are sized for `capacity_bytes` of 4 KiB blocks, but for no more than
     /// 2^24 of them (64 GiB): a larger capacity is still honoured, it only sizes nothing
     /// ahead for it (so `u64::MAX`, "unbounded", allocates the bookkeeping of a 64 GiB cache,
-    /// not an impossible amount).
+    /// not an impossible amount). The budget is split over up to four shards per CPU (for
+    /// concurrent readers), each of at least 32 MiB: a cache of 32 MiB or more keeps a block
+    /// of any legal [`block_size`](crate::Options::block_size), a smaller one any block up to
+    /// 97% of its capacity.
     pub fn with_admission(capacity_bytes: u64, admission: Admission) -> BlockCache {
         let items = (capacity_bytes / TYPICAL_BLOCK).clamp(16, MAX_SIZED_BLOCKS) as usize;
+        let weight = capacity_bytes.max(1);
+        let options = quick_cache::OptionsBuilder::new()
+            .estimated_items_capacity(items)
+            .weight_capacity(weight)
+            .shards(shards_for(weight))
+            .build();
+        let cache = match options {
+            Ok(o) => quick_cache::sync::Cache::with_options(
+                o,
+                BlockWeighter,
+                Default::default(),
+                Default::default(),
+            ),
+            // Only a capacity left unset is refused, and both are set above.
+            Err(_) => quick_cache::sync::Cache::with_weighter(items, weight, BlockWeighter),
+        };
         BlockCache {
             inner: Arc::new(Inner {
-                cache: quick_cache::sync::Cache::with_weighter(
-                    items,
-                    capacity_bytes.max(1),
-                    BlockWeighter,
-                ),
+                cache,
                 capacity: capacity_bytes,
                 doorkeeper: (admission == Admission::SecondSighting)
                     .then(|| Doorkeeper::new(items as u64)),
@@ -206,6 +236,58 @@ mod tests {
     use crate::key::{encode, trailer, ValueKind};
     use crate::sstable::block::BlockBuilder;
     use bytes::Bytes;
+
+    /// A parsed data block of about `bytes` bytes.
+    fn block_of(bytes: usize) -> Block {
+        let mut b = BlockBuilder::new(16);
+        let value = vec![b'v'; 64 << 10];
+        for i in 0..bytes / value.len() {
+            b.add(
+                &encode(format!("k{i:08}").as_bytes(), trailer(1, ValueKind::Put)),
+                &value,
+            );
+        }
+        let mut raw = Vec::new();
+        b.finish_into(&mut raw);
+        Block::parse(Bytes::from(raw)).unwrap()
+    }
+
+    #[test]
+    fn a_block_of_the_largest_block_size_is_kept() {
+        // quick_cache's own sharding (four shards per CPU) gave a 64 MiB cache shards of
+        // 8 MiB on two CPUs, and it drops an entry over 97% of a shard without a word: a
+        // table built with `block_size(16 MiB)` was never cached.
+        let block = block_of(16 << 20);
+        assert!(block.len() >= 16 << 20);
+        for capacity in [64u64 << 20, 32 << 20, 1 << 30] {
+            let c = BlockCache::new(capacity);
+            c.insert(1, 0, block.clone());
+            assert!(c.get(1, 0).is_some(), "capacity {capacity}");
+        }
+        // A cache under 32 MiB is one shard: it keeps a block of 90% of its capacity.
+        let c = BlockCache::new(8 << 20);
+        c.insert(1, 0, block_of(7 << 20));
+        assert!(c.get(1, 0).is_some());
+    }
+
+    #[test]
+    fn shards_are_a_power_of_two_of_at_least_32_mib() {
+        for capacity in [
+            0u64,
+            1,
+            31 << 20,
+            32 << 20,
+            64 << 20,
+            100 << 20,
+            1 << 40,
+            u64::MAX,
+        ] {
+            let n = shards_for(capacity) as u64;
+            assert!(n.is_power_of_two(), "{capacity}: {n}");
+            assert!(n == 1 || capacity / n >= MIN_SHARD_BYTES, "{capacity}: {n}");
+        }
+        assert_eq!(shards_for(63 << 20), 1);
+    }
 
     #[test]
     fn a_cache_of_any_capacity_is_made_without_a_huge_allocation() {
