@@ -10,7 +10,7 @@
 //! A [`FaultPlan`] makes the n-th operation of chosen kinds fail; crash images can be recorded
 //! every k operations while a workload runs.
 
-use super::{FileLock, FileSystem, RandomAccessFile, WritableFile};
+use super::{FileIdentity, FileLock, FileSystem, RandomAccessFile, WritableFile};
 use parking_lot::{Mutex, RwLock};
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -148,9 +148,28 @@ impl Content {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Inode {
+    /// Unique in the process: a file made again under an old name (or copied into a crash
+    /// image) is another inode ([`RandomAccessFile::identity`]).
+    number: u64,
     content: RwLock<Content>,
+}
+
+impl Inode {
+    fn with(content: Content) -> Inode {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Inode {
+            number: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            content: RwLock::new(content),
+        }
+    }
+}
+
+impl Default for Inode {
+    fn default() -> Inode {
+        Inode::with(Content::default())
+    }
 }
 
 type InodeRef = Arc<Inode>;
@@ -408,9 +427,7 @@ impl MemFs {
                             lost_from: None,
                         }
                     };
-                    Arc::new(Inode {
-                        content: RwLock::new(content),
-                    })
+                    Arc::new(Inode::with(content))
                 })
                 .clone()
         };
@@ -478,13 +495,11 @@ impl MemFs {
             st.durable.insert(path.to_path_buf(), inode);
             return Ok(());
         }
-        let inode = Arc::new(Inode {
-            content: RwLock::new(Content {
-                data: data.to_vec(),
-                synced_len: data.len(),
-                lost_from: None,
-            }),
-        });
+        let inode = Arc::new(Inode::with(Content {
+            data: data.to_vec(),
+            synced_len: data.len(),
+            lost_from: None,
+        }));
         st.current.insert(path.to_path_buf(), inode.clone());
         st.durable.insert(path.to_path_buf(), inode);
         Ok(())
@@ -504,11 +519,7 @@ fn deep_clone(st: &State) -> MemFs {
     let mut copy_of = |inode: &InodeRef| {
         copies
             .entry(Arc::as_ptr(inode))
-            .or_insert_with(|| {
-                Arc::new(Inode {
-                    content: RwLock::new(inode.content.read().clone()),
-                })
-            })
+            .or_insert_with(|| Arc::new(Inode::with(inode.content.read().clone())))
             .clone()
     };
     let mut out = State {
@@ -608,6 +619,14 @@ impl RandomAccessFile for MemReadable {
 
     fn len(&self) -> u64 {
         self.inode.content.read().data.len() as u64
+    }
+
+    fn identity(&self) -> Option<FileIdentity> {
+        Some(FileIdentity {
+            device: 0,
+            inode: self.inode.number,
+            modified_nanos: 0,
+        })
     }
 }
 

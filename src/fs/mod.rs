@@ -114,6 +114,29 @@ pub trait RandomAccessFile: Send + Sync + fmt::Debug {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// What tells this file from another one stored under its name later (a database
+    /// destroyed and made again, a backup restored): a table whose descriptor the table cache
+    /// closed is reopened by name, and a reopened file of another identity (or length) fails
+    /// the read instead of answering from the wrong file. Default: `None` (only the length is
+    /// compared). [`OsFs`] gives the device, inode number and modification time on Unix.
+    fn identity(&self) -> Option<FileIdentity> {
+        None
+    }
+}
+
+/// The identity of an open file ([`RandomAccessFile::identity`]): equal for two opens of the
+/// same file, and different for a file that replaced it under the same name. An inode number
+/// alone can be reused once a file is deleted; with the modification time to the nanosecond,
+/// a new file that takes both the number and the name of an old one still differs (tables
+/// are never modified after they are written).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FileIdentity {
+    /// The device the file is on.
+    pub device: u64,
+    /// The file's inode number (or any number unique among the device's live files).
+    pub inode: u64,
+    /// The file's last modification, in nanoseconds since the Unix epoch (0 if unknown).
+    pub modified_nanos: i128,
 }
 
 /// An exclusive lock on a file, released when dropped.

@@ -1,9 +1,9 @@
 //! [`OsFs`]: the real file system through `std::fs`.
 
-use super::{FileLock, FileSystem, RandomAccessFile, WritableFile};
+use super::{FileIdentity, FileLock, FileSystem, RandomAccessFile, WritableFile};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -41,6 +41,16 @@ impl WritableFile for OsWritable {
 struct OsReadable {
     file: File,
     len: u64,
+    identity: Option<FileIdentity>,
+}
+
+/// A file's [`FileIdentity`] from its metadata: device, inode, modification time.
+fn identity(meta: &fs::Metadata) -> Option<FileIdentity> {
+    Some(FileIdentity {
+        device: meta.dev(),
+        inode: meta.ino(),
+        modified_nanos: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+    })
 }
 
 impl RandomAccessFile for OsReadable {
@@ -50,6 +60,10 @@ impl RandomAccessFile for OsReadable {
 
     fn len(&self) -> u64 {
         self.len
+    }
+
+    fn identity(&self) -> Option<FileIdentity> {
+        self.identity
     }
 }
 
@@ -99,8 +113,12 @@ impl FileSystem for OsFs {
 
     fn open(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>> {
         let file = File::open(path)?;
-        let len = file.metadata()?.len();
-        Ok(Arc::new(OsReadable { file, len }))
+        let meta = file.metadata()?;
+        Ok(Arc::new(OsReadable {
+            file,
+            len: meta.len(),
+            identity: identity(&meta),
+        }))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {

@@ -21,10 +21,11 @@ use crate::cache::TableCache;
 use crate::encoding::Reader;
 use crate::error::{io_context, Error, Result};
 use crate::filter::{self, Filter};
-use crate::fs::{FileSystem, RandomAccessFile};
+use crate::fs::{FileIdentity, FileSystem, RandomAccessFile};
 use crate::key::{self, SeqNo, ValueKind};
 use crate::range_del::Fragments;
 use bytes::Bytes;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -185,6 +186,9 @@ pub struct TableReader {
     id: u64,
     path: PathBuf,
     file_size: u64,
+    /// The identity of the file first opened ([`RandomAccessFile::identity`]): a descriptor
+    /// the table cache reopens must be of the same file.
+    identity: Option<FileIdentity>,
     footer: Footer,
     index: Vec<IndexEntry>,
     /// The first 8 bytes of each index entry's user key, big-endian and zero-padded: the
@@ -222,6 +226,7 @@ impl TableReader {
                 .map_err(|e| io_context("open", path, e))?,
         };
         let file_size = file.len();
+        let identity = file.identity();
         let corrupt = |offset: u64, detail: String| Error::corruption(path, offset, detail);
         let footer = (|| {
             if file_size < FOOTER_LEN as u64 {
@@ -255,6 +260,7 @@ impl TableReader {
             id,
             path: path.to_path_buf(),
             file_size,
+            identity,
             footer,
             index: Vec::new(),
             index_prefixes: Vec::new(),
@@ -488,10 +494,30 @@ impl TableReader {
     fn file(&self) -> Result<Arc<dyn RandomAccessFile>> {
         match &self.source {
             Source::Pinned(f) => Ok(f.clone()),
-            Source::Cached(c) => c
-                .files
-                .file(self.id, c.fs.as_ref(), &self.path)
-                .map_err(|e| io_context("open", &self.path, e)),
+            Source::Cached(c) => {
+                let f = c
+                    .files
+                    .file(self.id, c.fs.as_ref(), &self.path)
+                    .map_err(|e| io_context("open", &self.path, e))?;
+                // A descriptor the cache closed is reopened by name: the name may now be
+                // another file's (the database destroyed and made again under a read-only
+                // handle, a backup restored), whose blocks would pass their checksums at the
+                // same offsets. Fail the read rather than answer from it.
+                if f.len() != self.file_size || f.identity() != self.identity {
+                    c.files.forget(self.id);
+                    return Err(io_context(
+                        "reopen",
+                        &self.path,
+                        io::Error::other(format!(
+                            "the file was replaced since the table was opened ({} bytes, \
+                             {} when opened)",
+                            f.len(),
+                            self.file_size
+                        )),
+                    ));
+                }
+                Ok(f)
+            }
         }
     }
 

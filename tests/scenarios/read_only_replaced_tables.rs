@@ -1,0 +1,83 @@
+//! A read-only handle takes no lock, so the database it reads can be destroyed and made again
+//! under it. Its table cache closes descriptors and reopens tables by name; a new table under
+//! an old name, with the same offsets and sizes, has blocks that pass their checksums. Every
+//! such read fails with `Error::Io` instead of answering from the new file (a table whose old
+//! descriptor is still open answers from it, as before the files were replaced).
+use siltdb::{Db, Error, Options};
+
+fn key(table: usize, i: usize) -> String {
+    format!("t{table}k{i:04}")
+}
+
+/// Writes three tables of 200 keys each (values tagged `tag`, all of one length) and closes;
+/// returns the table files' names and sizes.
+fn load(dir: &std::path::Path, tag: &str) -> Vec<(String, u64)> {
+    let db = Db::open(dir).unwrap();
+    for t in 0..3 {
+        for i in 0..200 {
+            db.insert(key(t, i), format!("{tag}-{t}-{i:04}")).unwrap();
+        }
+        db.flush().unwrap();
+    }
+    db.close().unwrap();
+    let mut tables: Vec<(String, u64)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".sst"))
+        .map(|e| {
+            (
+                e.file_name().into_string().unwrap(),
+                e.metadata().unwrap().len(),
+            )
+        })
+        .collect();
+    tables.sort();
+    tables
+}
+
+#[test]
+fn tables_replaced_under_a_read_only_handle_fail_reads_instead_of_answering() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = load(dir.path(), "old");
+    assert_eq!(old.len(), 3);
+    // One descriptor at most and no block cache: every get reads its block from a file the
+    // table cache (re)opens by name.
+    let ro = Db::open_with(
+        dir.path(),
+        Options::default()
+            .read_only(true)
+            .max_open_files(1)
+            .block_cache_size(0),
+    )
+    .unwrap();
+    for t in 0..3 {
+        let v = ro.get(key(t, 5)).unwrap().map(Vec::from);
+        assert_eq!(v, Some(format!("old-{t}-0005").into_bytes()));
+    }
+
+    // At most one descriptor is still open; the other tables were closed and reopened.
+    let s = ro.stats();
+    assert!(s.open_files <= 1 && s.table_opens > 3, "{s:?}");
+    Db::destroy(dir.path()).unwrap();
+    let new = load(dir.path(), "new");
+    // The same names and sizes: only the identity of the files tells them apart.
+    assert_eq!(new, old);
+
+    // A table whose old file is still open answers from it (the database this handle
+    // opened); every other read fails. None answers from the new files.
+    let mut failed = 0;
+    for t in 0..3 {
+        for i in [5, 150] {
+            match ro.get(key(t, i)) {
+                Err(Error::Io(_)) => failed += 1,
+                Ok(Some(v)) if v[..] == *format!("old-{t}-{i:04}").as_bytes() => {}
+                other => panic!("{}: {other:?}", key(t, i)),
+            }
+        }
+    }
+    assert!(failed >= 4, "{failed} reads failed");
+    // A fresh handle reads the new database.
+    let fresh = Db::open_read_only(dir.path()).unwrap();
+    let v = fresh.get(key(1, 5)).unwrap().map(Vec::from);
+    assert_eq!(v, Some(b"new-1-0005".to_vec()));
+}
