@@ -343,7 +343,13 @@ impl RecordReader {
         Ok(found && !self.header_bit_flip_makes_whole(from)?)
     }
 
-    /// True if the record at `offset` checks once a single bit of its header is flipped.
+    /// True if the record at `offset` checks once a single bit of its header is flipped,
+    /// other than a bit set in zeros a crash explains. A header may cross one 512-byte sector
+    /// boundary; if its bytes before that boundary are all zero, they may be the end of a page
+    /// whose new version a power loss lost while the next page reached the disk (the log's
+    /// synced length was the record's start, as it is for a sync mark), and if its bytes
+    /// after the boundary are all zero, sectors a torn page write never wrote. A bit set in
+    /// such a run rebuilds bytes the crash took, not a bit it flipped.
     fn header_bit_flip_makes_whole(&self, offset: u64) -> Result<bool> {
         let remaining = self.len - offset;
         if remaining < HEADER_LEN as u64 {
@@ -351,7 +357,20 @@ impl RecordReader {
         }
         let header = self.read(offset, HEADER_LEN)?;
         let room = remaining - HEADER_LEN as u64;
+        let zero = |bytes: &[u8]| bytes.iter().all(|&b| b == 0);
+        let split = ((offset + 1).next_multiple_of(SECTOR) - offset) as usize;
+        let lost = |byte: usize| {
+            split < HEADER_LEN
+                && if byte < split {
+                    zero(&header[..split])
+                } else {
+                    zero(&header[split..])
+                }
+        };
         for bit in 0..HEADER_LEN * 8 {
+            if lost(bit / 8) {
+                continue;
+            }
             let mut h = header.clone();
             h[bit / 8] ^= 1 << (bit % 8);
             if let Some((crc, len)) = check_header(&h, self.file_number, room) {
@@ -721,6 +740,53 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A record whose header's first byte has exactly one bit set, and 200 bytes of payload.
+    fn record_with_one_bit_first_byte() -> Vec<u8> {
+        (0u32..)
+            .map(|i| {
+                let mut p = vec![5u8; 200];
+                p[..4].copy_from_slice(&i.to_le_bytes());
+                p
+            })
+            .find(|p| frame(p, 7)[0].count_ones() == 1)
+            .unwrap()
+    }
+
+    #[test]
+    fn a_lost_header_prefix_of_one_set_bit_is_a_lost_page_not_a_flipped_bit() {
+        // The log was synced at 4095, where the next record starts (a sync mark does): a
+        // power loss keeps page 1 and loses page 0's new version, whose byte 4095, the
+        // header's first, reads as the zero of the synced version. That byte had one bit
+        // set, so setting it makes the record whole: once read as a flipped bit (corruption,
+        // the open failed), it is a lost page.
+        let first = vec![9u8; 4095 - HEADER_LEN];
+        let second = record_with_one_bit_first_byte();
+        for later in [0, 30] {
+            let mut payloads = vec![first.clone(), second.clone()];
+            payloads.extend((0..later).map(|i| vec![i as u8 | 1; 200]));
+            let refs: Vec<&[u8]> = payloads.iter().map(|p| p.as_slice()).collect();
+            let (fs, p, mut bytes) = log_with(&refs);
+            bytes[4095] = 0;
+            fs.write_file(&p, &bytes).unwrap();
+            let (recs, tail) = read_with_marks(&fs, &p).unwrap();
+            assert_eq!(
+                (recs, tail.torn_at),
+                (vec![first.clone()], Some(4095)),
+                "{later}"
+            );
+            assert_eq!(tail.lost_pages, later > 0);
+        }
+        // The same zero where no sector starts inside the header is a flipped bit.
+        let first = vec![9u8; 4000 - HEADER_LEN];
+        let (fs, p, mut bytes) = log_with(&[&first, &second]);
+        bytes[4000] = 0;
+        fs.write_file(&p, &bytes).unwrap();
+        assert!(matches!(
+            read_with_marks(&fs, &p),
+            Err(Error::Corruption { .. })
+        ));
     }
 
     #[test]
