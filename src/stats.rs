@@ -215,8 +215,11 @@ pub struct TableInfo {
     pub predicted_fpr: f64,
 }
 
-/// What one get did to one table.
+/// What one get did to one table. `#[non_exhaustive]`: a new kind of table (or of
+/// tombstone) may add an outcome in a minor release, as range deletes added
+/// [`TableOutcome::RangeDeleted`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TableOutcome {
     /// The key is outside the table's key range: not counted as considered.
     OutOfRange,

@@ -345,6 +345,8 @@ fn outcome_name(o: TableOutcome) -> &'static str {
         TableOutcome::Tombstone => "tombstone",
         TableOutcome::NewerOnly => "only versions newer than the read",
         TableOutcome::RangeDeleted => "covered by a range tombstone",
+        // `TableOutcome` is non-exhaustive: an outcome added after this CLI was written.
+        _ => "another outcome",
     }
 }
 
