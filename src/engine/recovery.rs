@@ -225,11 +225,12 @@ pub(super) fn recover(
 /// The version set the manifest describes, or an empty one for a new database.
 fn open_versions(ctx: &Ctx<'_>, files: &[(String, FileKind)]) -> Result<VersionSet> {
     let (fs, dir) = (ctx.fs, ctx.dir);
-    let env = TableEnv::new(
+    let env = TableEnv::with_mode(
         fs.clone(),
         dir,
         ctx.opts.effective_max_open_files(),
         ctx.opts.make_block_cache(),
+        ctx.opts.read_only,
     );
     log::info!(
         "{}: up to {} table files open at once (max_open_files {})",

@@ -14,7 +14,7 @@ mod size;
 pub use edit::{FileMeta, VersionEdit, NUM_LEVELS};
 
 use crate::cache::TableCache;
-use crate::error::{Error, Result};
+use crate::error::{io_context, Error, Result};
 use crate::filename;
 use crate::fs::FileSystem;
 use crate::iter::{ChunkSource, Chunked, KeyRange};
@@ -38,21 +38,37 @@ pub(crate) struct TableEnv {
     /// Tables that were to get a fuse or Ribbon filter and got a Bloom filter because no seed
     /// built one (`Stats::filter_fuse_fallbacks`).
     pub(crate) fuse_fallbacks: std::sync::atomic::AtomicU64,
+    /// The tables of a read-only handle, whose writer may delete a table after this handle
+    /// read the manifest: a missing table is then an I/O error, not corruption.
+    read_only: bool,
 }
 
 impl TableEnv {
     /// The environment of the tables in `dir`, with no block cache and a table cache of
     /// `max_open_files` descriptors.
+    #[cfg(test)]
     pub(crate) fn new(
         fs: Arc<dyn FileSystem>,
         dir: &Path,
         max_open_files: usize,
         blocks: Option<BlockCache>,
     ) -> Arc<TableEnv> {
+        TableEnv::with_mode(fs, dir, max_open_files, blocks, false)
+    }
+
+    /// As [`new`](Self::new), for a read-only handle if `read_only`.
+    pub(crate) fn with_mode(
+        fs: Arc<dyn FileSystem>,
+        dir: &Path,
+        max_open_files: usize,
+        blocks: Option<BlockCache>,
+        read_only: bool,
+    ) -> Arc<TableEnv> {
         Arc::new(TableEnv {
             dir: dir.to_path_buf(),
             obsolete: ObsoleteFiles::new(fs.clone()),
             fuse_fallbacks: std::sync::atomic::AtomicU64::new(0),
+            read_only,
             caches: TableCaches {
                 fs,
                 files: Arc::new(TableCache::new(max_open_files)),
@@ -116,6 +132,19 @@ impl TableHandle {
         });
         match opened {
             Ok(t) => Ok(self.table.get_or_init(|| Arc::new(t))),
+            Err(Error::Io(e)) if e.kind() == io::ErrorKind::NotFound && self.env.read_only => {
+                // The writer may have deleted it (compacted away) after this handle read the
+                // manifest: the promised I/O error, and not kept (the next use looks again).
+                Err(io_context(
+                    "open",
+                    &self.path,
+                    io::Error::new(
+                        io::ErrorKind::NotFound,
+                        "a table the manifest listed when this read-only handle opened is gone \
+                         (deleted by the writer since, or lost)",
+                    ),
+                ))
+            }
             Err(Error::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
                 // A table the manifest lists but the directory lacks: the database is damaged.
                 let e = Error::corruption(&self.path, 0, "table listed in the manifest is missing");

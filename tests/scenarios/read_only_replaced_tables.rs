@@ -2,7 +2,8 @@
 //! under it. Its table cache closes descriptors and reopens tables by name; a new table under
 //! an old name, with the same offsets and sizes, has blocks that pass their checksums. Every
 //! such read fails with `Error::Io` instead of answering from the new file (a table whose old
-//! descriptor is still open answers from it, as before the files were replaced).
+//! descriptor is still open answers from it, as before the files were replaced). A table the
+//! writer deleted after the handle read the manifest is an I/O error too, not corruption.
 use siltdb::{Db, Error, Options};
 
 fn key(table: usize, i: usize) -> String {
@@ -80,4 +81,26 @@ fn tables_replaced_under_a_read_only_handle_fail_reads_instead_of_answering() {
     let fresh = Db::open_read_only(dir.path()).unwrap();
     let v = fresh.get(key(1, 5)).unwrap().map(Vec::from);
     assert_eq!(v, Some(b"new-1-0005".to_vec()));
+}
+
+#[test]
+fn a_table_gone_before_a_read_only_handle_opens_it_is_an_io_error_not_corruption() {
+    let dir = tempfile::tempdir().unwrap();
+    let tables = load(dir.path(), "old");
+    // The writer deletes a table the manifest still lists when a read-only handle reads it
+    // (a compaction finishing in between): here the file goes before the handle opens.
+    std::fs::remove_file(dir.path().join(&tables[0].0)).unwrap();
+    let ro = Db::open_read_only(dir.path()).unwrap();
+    for _ in 0..2 {
+        match ro.get(key(0, 5)) {
+            Err(Error::Io(e)) => assert_eq!(e.kind(), std::io::ErrorKind::NotFound),
+            other => panic!("{other:?}"),
+        }
+    }
+    let v = ro.get(key(1, 5)).unwrap().map(Vec::from);
+    assert_eq!(v, Some(b"old-1-0005".to_vec()));
+    drop(ro);
+    // A writer's open owns the directory: for it, the missing table is damage.
+    let db = Db::open(dir.path()).unwrap();
+    assert!(db.get(key(0, 5)).unwrap_err().is_corruption());
 }
