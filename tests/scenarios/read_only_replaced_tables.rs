@@ -4,7 +4,11 @@
 //! such read fails with `Error::Io` instead of answering from the new file (a table whose old
 //! descriptor is still open answers from it, as before the files were replaced). A table the
 //! writer deleted after the handle read the manifest is an I/O error too, not corruption.
+use crate::common::hooked_fs::HookedFs;
+use siltdb::fs::{FileSystem, MemFs};
 use siltdb::{Db, Error, Options};
+use std::path::Path;
+use std::sync::Arc;
 
 fn key(table: usize, i: usize) -> String {
     format!("t{table}k{i:04}")
@@ -103,4 +107,60 @@ fn a_table_gone_before_a_read_only_handle_opens_it_is_an_io_error_not_corruption
     // A writer's open owns the directory: for it, the missing table is damage.
     let db = Db::open(dir.path()).unwrap();
     assert!(db.get(key(0, 5)).unwrap_err().is_corruption());
+}
+
+#[test]
+fn tables_deleted_while_a_read_only_open_runs_do_not_fail_it() {
+    // Files of a writer's compaction vanish between the open's listing of the directory and
+    // its open of each table: a table the manifest lists (its reads fail with Error::Io), and
+    // an unlisted one the open looks into for lost writes (skipped). Both once failed: the
+    // first as corruption for the handle's life, the second the whole open.
+    let fs = MemFs::new();
+    let dir = Path::new("/db");
+    let opts = Options::default().file_system(Arc::new(fs.clone()) as Arc<dyn FileSystem>);
+    let db = Db::open_with(dir, opts.auto_compaction(false)).unwrap();
+    for t in 0..2 {
+        for i in 0..200 {
+            db.insert(key(t, i), format!("old-{t}-{i:04}")).unwrap();
+        }
+        db.flush().unwrap();
+    }
+    db.close().unwrap();
+    drop(db);
+    let mut tables: Vec<String> = fs
+        .list(dir)
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.ends_with(".sst"))
+        .collect();
+    tables.sort();
+    assert_eq!(tables.len(), 2);
+    let unlisted = dir.join("999999.sst");
+    fs.write_file(&unlisted, &fs.read_file(&dir.join(&tables[1])).unwrap())
+        .unwrap();
+    let (gone_listed, inner) = (dir.join(&tables[0]), fs.clone());
+    let hooked = HookedFs {
+        inner: fs.clone(),
+        // Each vanishes when the open reaches it.
+        on_open: Some(Arc::new(move |p: &Path| {
+            if p == gone_listed || p == Path::new("/db/999999.sst") {
+                let _ = inner.remove(p);
+            }
+        })),
+        on_remove: None,
+        on_sync_dir: None,
+        on_sync: None,
+    };
+    let ro = Db::open_with(
+        dir,
+        Options::default()
+            .read_only(true)
+            .file_system(Arc::new(hooked) as Arc<dyn FileSystem>),
+    )
+    .unwrap();
+    assert!(matches!(ro.get(key(0, 5)), Err(Error::Io(_))));
+    let v = ro.get(key(1, 5)).unwrap().map(Vec::from);
+    assert_eq!(v, Some(b"old-1-0005".to_vec()));
+    assert_eq!(ro.stats().broken_tables, 0);
+    assert!(!fs.exists(&unlisted));
 }
