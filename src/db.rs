@@ -417,10 +417,13 @@ impl Db {
     /// this database fails with [`Error::Closed`] afterwards. A write that is starting a new
     /// WAL (a full memtable's rotation) when `close` is called finishes that first, so no file
     /// is created or synced after `close` returns. Closing again is a no-op; a `close` called
-    /// while another thread closes waits for it and returns the same outcome.
+    /// while another thread closes waits for it and returns the same outcome, once the
+    /// directory lock is released (so that its caller may reopen at once).
     ///
     /// Errors: [`Error::Io`] if the final WAL sync fails, or if an earlier append or fsync of
     /// the WAL failed (that failure is returned again: the writes after it may not be durable).
+    /// If the file system panics, the panic reaches this call's caller, the database is closed
+    /// all the same (lock released), and a `close` that waited for this one gets an error.
     pub fn close(&self) -> Result<()> {
         self.handle.core.close(&self.handle.threads)
     }

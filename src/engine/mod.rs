@@ -203,6 +203,38 @@ impl Core {
             self.read.closed.store(true, Ordering::SeqCst);
         }
         self.notify_all();
+        // A panic below (in a user's file system) still ends the close, with an error: a call
+        // waiting for it, and the drop of the last handle while the panic unwinds, would
+        // otherwise wait forever. The panic then goes on in this thread.
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.close_threads_and_files(threads)
+        }));
+        let res = match &ran {
+            Ok(res) => res.clone(),
+            Err(payload) => Err(Error::other(format!(
+                "close panicked: {}",
+                panic_message(&**payload)
+            ))),
+        };
+        self.env.obsolete.close();
+        // The directory lock goes before the close counts as done: a call that waited for
+        // this one may reopen the directory as soon as it returns.
+        *self.lock.lock() = None;
+        {
+            let mut st = self.state.lock();
+            st.life.closed = true;
+            st.life.close_error = res.as_ref().err().cloned();
+        }
+        self.notify_all();
+        match ran {
+            Ok(res) => res,
+            Err(payload) => std::panic::resume_unwind(payload),
+        }
+    }
+
+    /// The body of [`close`](Self::close): joins the background threads, waits for a WAL
+    /// rotation under way, syncs and closes the WAL, deletes the obsolete files.
+    fn close_threads_and_files(&self, threads: &Mutex<Vec<JoinHandle<()>>>) -> Result<()> {
         self.env.obsolete.wake();
         for t in threads.lock().drain(..) {
             let _ = t.join();
@@ -217,19 +249,12 @@ impl Core {
         }
         // Take the WAL away so that a leader still inside `lead` fails with `Closed` instead of
         // appending after the final sync.
-        let res = match self.wal.lock().take() {
+        let wal = self.wal.lock().take();
+        let res = match wal {
             Some(mut w) => w.finish(),
             None => Ok(()),
         };
         self.env.obsolete.purge();
-        self.env.obsolete.close();
-        {
-            let mut st = self.state.lock();
-            st.life.closed = true;
-            st.life.close_error = res.as_ref().err().cloned();
-        }
-        self.notify_all();
-        *self.lock.lock() = None;
         res
     }
 

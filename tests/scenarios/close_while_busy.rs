@@ -135,3 +135,160 @@ fn a_close_called_while_another_runs_returns_its_outcome() {
     // Once closed, closing again is a no-op.
     assert!(db.close().is_ok());
 }
+
+/// A file system whose directory lock takes `delay` to let go (a slow unlock), to show what
+/// runs before and after the close releases it.
+#[derive(Debug)]
+struct SlowUnlockFs {
+    inner: HookedFs,
+    delay: Duration,
+}
+
+#[derive(Debug)]
+struct SlowLock {
+    inner: Option<Box<dyn siltdb::fs::FileLock>>,
+    delay: Duration,
+}
+
+impl siltdb::fs::FileLock for SlowLock {}
+
+impl Drop for SlowLock {
+    fn drop(&mut self) {
+        std::thread::sleep(self.delay);
+        self.inner.take();
+    }
+}
+
+impl FileSystem for SlowUnlockFs {
+    fn create(&self, path: &Path) -> std::io::Result<Box<dyn siltdb::fs::WritableFile>> {
+        self.inner.create(path)
+    }
+    fn open(&self, path: &Path) -> std::io::Result<Arc<dyn siltdb::fs::RandomAccessFile>> {
+        self.inner.open(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> std::io::Result<()> {
+        self.inner.remove(path)
+    }
+    fn list(&self, dir: &Path) -> std::io::Result<Vec<String>> {
+        self.inner.list(dir)
+    }
+    fn create_dir_all(&self, dir: &Path) -> std::io::Result<()> {
+        self.inner.create_dir_all(dir)
+    }
+    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+        self.inner.sync_dir(dir)
+    }
+    fn sync_file(&self, path: &Path) -> std::io::Result<()> {
+        self.inner.sync_file(path)
+    }
+    fn lock(&self, path: &Path) -> std::io::Result<Box<dyn siltdb::fs::FileLock>> {
+        Ok(Box::new(SlowLock {
+            inner: Some(self.inner.lock(path)?),
+            delay: self.delay,
+        }))
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.inner.exists(path)
+    }
+}
+
+#[test]
+fn a_close_that_waited_for_another_returns_once_the_directory_is_unlocked() {
+    // The first close is held at its final WAL sync; a second waits for it. When the second
+    // returns, the directory must be free: its caller may reopen at once. (It returned as
+    // soon as the first marked itself done, before the lock was let go: a reopen then failed
+    // with `Locked`, here for the 300 ms the unlock takes.)
+    let (hook, armed, entered, release) = hold_once(|| true);
+    let inner = MemFs::new();
+    let fs = SlowUnlockFs {
+        inner: HookedFs {
+            inner: inner.clone(),
+            on_open: None,
+            on_remove: None,
+            on_sync_dir: None,
+            on_sync: Some(hook),
+        },
+        delay: Duration::from_millis(300),
+    };
+    let opts = common::small_options()
+        .auto_compaction(false)
+        .file_system(Arc::new(fs) as Arc<dyn FileSystem>);
+    let db = Arc::new(Db::open_with(Path::new("/db"), opts).unwrap());
+    db.insert("key", "value").unwrap();
+    armed.store(true, Ordering::SeqCst);
+    let first = {
+        let db = db.clone();
+        std::thread::spawn(move || db.close())
+    };
+    entered
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the first close reached the final WAL sync");
+    let (second_tx, second_rx) = mpsc::channel();
+    let second_thread = {
+        let db = db.clone();
+        std::thread::spawn(move || second_tx.send(db.close()).unwrap())
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    release.send(()).unwrap();
+    let second = second_rx.recv_timeout(Duration::from_secs(20)).unwrap();
+    assert!(second.is_ok(), "{second:?}");
+    let reopened = Db::open_with(Path::new("/db"), common::mem_options(&inner));
+    assert!(reopened.is_ok(), "{:?}", reopened.err());
+    assert_eq!(
+        reopened.unwrap().get("key").unwrap().map(Vec::from),
+        Some(b"value".to_vec())
+    );
+    second_thread.join().unwrap();
+    assert!(first.join().unwrap().is_ok());
+}
+
+#[test]
+fn a_panic_inside_close_ends_the_close_instead_of_hanging_the_drop() {
+    // A user's file system panics in the final WAL sync. The panic reaches the caller of
+    // `close`; the close still ends (it hung: the drop of the handle while the panic unwound
+    // called `close` again, which waited for the first to finish) and lets go of the lock.
+    let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let inner = MemFs::new();
+    let fs = HookedFs {
+        inner: inner.clone(),
+        on_open: None,
+        on_remove: None,
+        on_sync_dir: None,
+        on_sync: Some({
+            let armed = armed.clone();
+            Arc::new(move |_: &Path| {
+                if armed.load(Ordering::SeqCst) {
+                    panic!("the file system panics in sync");
+                }
+            })
+        }),
+    };
+    let opts = common::small_options()
+        .auto_compaction(false)
+        .file_system(Arc::new(fs) as Arc<dyn FileSystem>);
+    let db = Db::open_with(Path::new("/db"), opts).unwrap();
+    db.insert("key", "value").unwrap();
+    armed.store(true, Ordering::SeqCst);
+    let (done_tx, done_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let closed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| db.close()));
+        let again = db.close();
+        drop(db);
+        done_tx.send((closed.is_err(), again)).unwrap();
+    });
+    let (panicked, again) = done_rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("close and drop returned");
+    assert!(panicked);
+    // Closing a closed database is a no-op.
+    assert!(again.is_ok(), "{again:?}");
+    armed.store(false, Ordering::SeqCst);
+    let reopened = Db::open_with(Path::new("/db"), common::mem_options(&inner)).unwrap();
+    assert_eq!(
+        reopened.get("key").unwrap().map(Vec::from),
+        Some(b"value".to_vec())
+    );
+}
