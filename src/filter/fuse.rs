@@ -140,14 +140,21 @@ impl Geometry {
         })
     }
 
-    /// Slots in one segment.
+    /// Slots in one segment (`u32::MAX` for a `segment_length_log2` of 32 or more, which no
+    /// decoded or built geometry has: they stop at 18).
     pub fn segment_length(&self) -> u32 {
-        1 << self.segment_length_log2
+        1u32.checked_shl(self.segment_length_log2)
+            .unwrap_or(u32::MAX)
     }
 
-    /// Slots in the whole array: `(segment_count + arity - 1) * segment_length`.
+    /// Slots in the whole array: `(segment_count + arity - 1) * segment_length` (saturating
+    /// at `u64::MAX` for fields no decoded or built geometry has).
     pub fn array_length(&self) -> u64 {
-        (u64::from(self.segment_count) + u64::from(self.arity) - 1) << self.segment_length_log2
+        let segments = (u64::from(self.segment_count) + u64::from(self.arity)).saturating_sub(1);
+        let length = 1u64
+            .checked_shl(self.segment_length_log2)
+            .unwrap_or(u64::MAX);
+        segments.saturating_mul(length)
     }
 
     /// The slots of a mixed hash (the first `arity` of the four are used).

@@ -369,12 +369,23 @@ impl PartialEq for BloomFilter {
 
 impl Eq for BloomFilter {}
 
+/// The most bits per key [`BloomFilter::build`] spends: what an option may ask for.
+const MAX_BUILD_BITS_PER_KEY: f64 = 100.0;
+
 impl BloomFilter {
     /// Builds a filter over keys given by their [`hash_key`] hashes, at `bits_per_key`
     /// (fractions honoured; at least one line for a non-empty set). Duplicate hashes are
     /// harmless. This is what a table build does; it is public for benchmarks and tools.
+    /// `bits_per_key` is taken within what [`Options`](crate::Options) accepts, `(0, 100]`: a
+    /// larger one (or infinity) builds at 100, zero, a negative one or NaN at the least
+    /// (one line).
     pub fn build(hashes: &[u64], bits_per_key: f64) -> BloomFilter {
-        let (lines, probes) = bloom::build_lines(hashes, bits_per_key.max(f64::MIN_POSITIVE));
+        let bits = if bits_per_key.is_nan() {
+            f64::MIN_POSITIVE
+        } else {
+            bits_per_key.clamp(f64::MIN_POSITIVE, MAX_BUILD_BITS_PER_KEY)
+        };
+        let (lines, probes) = bloom::build_lines(hashes, bits);
         BloomFilter::from_parts(lines, probes, hashes.len() as u64)
     }
 
@@ -1097,6 +1108,43 @@ mod tests {
             assert!(matches!(f, Filter::Unknown(_)), "{pos}");
             assert!(f.may_contain(b"zzz"));
         }
+    }
+
+    #[test]
+    fn a_bloom_build_takes_bits_per_key_within_what_options_accept() {
+        // Infinity once sized u32::MAX lines (256 GiB: an abort).
+        let hashes: Vec<u64> = (0..1000u64).map(|i| hash_key(&i.to_le_bytes())).collect();
+        let at_100 = BloomFilter::build(&hashes, 100.0);
+        for huge in [f64::INFINITY, 1e12, 101.0] {
+            assert_eq!(
+                BloomFilter::build(&hashes, huge).lines(),
+                at_100.lines(),
+                "{huge}"
+            );
+        }
+        for tiny in [f64::NAN, 0.0, -5.0, f64::NEG_INFINITY] {
+            let f = BloomFilter::build(&hashes, tiny);
+            assert_eq!(f.lines(), 1, "{tiny}");
+            assert!(hashes.iter().all(|&h| f.may_contain_hash(h)), "{tiny}");
+        }
+    }
+
+    #[test]
+    fn geometries_with_fields_no_filter_has_do_not_overflow() {
+        let g = FuseGeometry {
+            arity: 0,
+            segment_length_log2: 40,
+            segment_count: u32::MAX,
+        };
+        assert_eq!(g.segment_length(), u32::MAX);
+        assert_eq!(g.array_length(), u64::MAX);
+        let r = RibbonGeometry {
+            blocks: 2,
+            columns: u32::MAX,
+            upper_start: 1,
+        };
+        assert_eq!(r.columns_of(1), u32::MAX);
+        assert!(r.predicted_fpr() >= 0.0);
     }
 
     #[test]

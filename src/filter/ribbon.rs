@@ -140,7 +140,8 @@ impl Geometry {
     /// Result bits stored for block `b`.
     #[inline(always)]
     pub fn columns_of(&self, b: u32) -> u32 {
-        self.columns + u32::from(b >= self.upper_start)
+        self.columns
+            .saturating_add(u32::from(b >= self.upper_start))
     }
 
     /// 128-bit words of the solution.
@@ -166,7 +167,8 @@ impl Geometry {
         let lower = (u64::from(self.upper_start) * 128).min(self.starts());
         let upper = self.starts() - lower;
         let f = |c: u32| (-f64::from(c)).exp2();
-        (lower as f64 * f(self.columns) + upper as f64 * f(self.columns + 1)) / self.starts() as f64
+        (lower as f64 * f(self.columns) + upper as f64 * f(self.columns.saturating_add(1)))
+            / self.starts() as f64
     }
 }
 
