@@ -218,8 +218,9 @@ impl Db {
     /// The value of `key`, or `None`. The [`Value`] shares the cached block (or memtable
     /// entry) it was found in: nothing is copied; it derefs to `[u8]`.
     ///
-    /// Errors: [`Error::Corruption`] if a block the read needs is damaged (never a wrong
-    /// answer), [`Error::Io`], [`Error::Closed`].
+    /// Errors: [`Error::InvalidArgument`] for a key over [`MAX_KEY_SIZE`](crate::MAX_KEY_SIZE)
+    /// (no write accepts one), [`Error::Corruption`] if a block the read needs is damaged
+    /// (never a wrong answer), [`Error::Io`], [`Error::Closed`].
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
         let read = self.core().read_path();
         read.check_open()?;

@@ -15,8 +15,8 @@
 //! loads take `arc-swap`'s slow path.
 
 use super::{ReadPath, ReadState};
-use crate::batch::MAX_KEY_SIZE;
-use crate::error::Result;
+use crate::batch::check_sizes;
+use crate::error::{Error, Result};
 use crate::filter::hash_key;
 use crate::key::SeqNo;
 use crate::memtable::Lookup;
@@ -117,8 +117,9 @@ fn get_in(
     g: &mut GetCounters,
     mut trace: Option<&mut ReadTrace>,
 ) -> Result<Option<Bytes>> {
-    if key.len() > MAX_KEY_SIZE {
-        return Ok(None);
+    // A key over `MAX_KEY_SIZE` cannot be stored: a wrong argument, as it is for a write.
+    if let Err(why) = check_sizes(key, &[]) {
+        return Err(Error::InvalidArgument(why));
     }
     let rs = pinned.state();
     let hash = hash_key(key);

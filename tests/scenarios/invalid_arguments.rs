@@ -14,6 +14,20 @@ fn oversized_key_or_value_writes_nothing() {
         db.remove(&big_key),
         Err(Error::InvalidArgument(_))
     ));
+    // A read of a key no write accepts is a wrong argument too (it answered "absent").
+    assert!(matches!(db.get(&big_key), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        db.contains_key(&big_key),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        db.get_traced(&big_key),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        db.snapshot().get(&big_key),
+        Err(Error::InvalidArgument(_))
+    ));
     let big_value = vec![0u8; MAX_VALUE_SIZE + 1];
     assert!(matches!(
         db.insert("k", &big_value),
