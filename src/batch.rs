@@ -75,13 +75,16 @@ impl WriteBatch {
         self.user_bytes += (key.len() + value.len()) as u64;
     }
 
-    /// Adds an insert of `key` -> `value`.
+    /// Adds an insert of `key` -> `value`. A key over [`MAX_KEY_SIZE`] or a value over
+    /// [`MAX_VALUE_SIZE`] makes the batch invalid: `Db::write` then returns
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) and writes none of it.
     pub fn insert(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> &mut Self {
         self.push(OpKind::Put, key.as_ref(), value.as_ref());
         self
     }
 
-    /// Adds a removal of `key` (a tombstone).
+    /// Adds a removal of `key` (a tombstone). A key over [`MAX_KEY_SIZE`] makes the batch
+    /// invalid, as for [`insert`](WriteBatch::insert).
     pub fn remove(&mut self, key: impl AsRef<[u8]>) -> &mut Self {
         self.push(OpKind::Delete, key.as_ref(), &[]);
         self

@@ -245,6 +245,9 @@ impl Db {
     /// Entries with keys in `range`, ascending (or descending with `.rev()`), as of the moment
     /// of the call: later writes are not seen. Items are `Result`s: a damaged block ends the
     /// iteration with an error.
+    ///
+    /// Errors (as items): [`Error::Corruption`] for a damaged block, [`Error::Io`],
+    /// [`Error::Closed`] once the database is closed. Bounds of any length are accepted.
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Iter {
         let read = self.core().read_path();
         let (state, seq) = read.read_point();
@@ -415,7 +418,10 @@ impl Db {
     /// Stops the background threads (a running flush or compaction is abandoned and cleaned
     /// up on the next open), syncs the WAL and releases the directory lock. Nothing is
     /// flushed: the WAL is replayed on the next open. Every handle, iterator and snapshot of
-    /// this database fails with [`Error::Closed`] afterwards. A write that is starting a new
+    /// this database fails with [`Error::Closed`] afterwards (reads, writes, scans, snapshots;
+    /// [`stats`](Db::stats), [`tables`](Db::tables), [`levels`](Db::levels),
+    /// [`disk_size`](Db::disk_size) and [`approximate_size`](Db::approximate_size) still answer
+    /// from what the handle holds). A write that is starting a new
     /// WAL (a full memtable's rotation) when `close` is called finishes that first, so no file
     /// is created or synced after `close` returns. Closing again is a no-op; a `close` called
     /// while another thread closes waits for it and returns the same outcome, once the

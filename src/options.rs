@@ -83,7 +83,8 @@ pub enum FilterPolicy {
     Hybrid {
         /// Average bits per key over the levels below L0 (as for `Monkey`).
         bits_per_key: f64,
-        /// The first level whose tables may get fuse filters (1 by default; 0 allows L0).
+        /// The first level whose tables may get fuse filters (1 by default; 0 allows L0; a
+        /// level past the deepest, `NUM_LEVELS` or more, means Bloom filters everywhere).
         fuse_from_level: usize,
     },
     /// Monkey's allocation over Bloom and Ribbon filters (opt-in; the default is `Hybrid`):
@@ -97,7 +98,8 @@ pub enum FilterPolicy {
     RibbonHybrid {
         /// Average bits per key over the levels below L0 (as for `Monkey`).
         bits_per_key: f64,
-        /// The first level whose tables may get Ribbon filters (1 is the usual choice).
+        /// The first level whose tables may get Ribbon filters (no default: 1 is the usual
+        /// choice; 0 allows L0; `NUM_LEVELS` or more means Bloom filters everywhere).
         ribbon_from_level: usize,
     },
 }
@@ -305,7 +307,9 @@ impl Options {
 
     /// Keeps the filters of the whole tree under `bytes` of memory: tables written while the
     /// projected total is over the limit get smaller filters, largest levels first, never
-    /// fewer than 1 bit per key; the log says when this happens. Default: no limit.
+    /// fewer than 1 bit per key; the log says when this happens. Default: no limit. Any
+    /// value is accepted: a limit below what 1 bit per key of every table takes (0 included)
+    /// leaves every table at 1 bit per key.
     pub fn filter_memory_limit(mut self, bytes: u64) -> Self {
         self.filter_memory_limit = Some(bytes);
         self

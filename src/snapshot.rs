@@ -60,6 +60,8 @@ impl Snapshot {
     }
 
     /// Entries in `range` as of the snapshot.
+    ///
+    /// Errors (as items): as [`Db::range`](crate::Db::range).
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Iter {
         scan::new_iter(
             self.read.clone(),
@@ -69,7 +71,8 @@ impl Snapshot {
         )
     }
 
-    /// Entries whose keys start with `prefix`, as of the snapshot.
+    /// Entries whose keys start with `prefix`, as of the snapshot. Errors as
+    /// [`range`](Snapshot::range).
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter {
         scan::new_iter(
             self.read.clone(),
@@ -79,7 +82,7 @@ impl Snapshot {
         )
     }
 
-    /// Every entry as of the snapshot.
+    /// Every entry as of the snapshot. Errors as [`range`](Snapshot::range).
     pub fn iter(&self) -> Iter {
         self.range::<&[u8], _>(..)
     }

@@ -146,7 +146,8 @@ fn shards_for(capacity: u64) -> usize {
 
 impl BlockCache {
     /// A cache of at most `capacity_bytes` of blocks, admitting every block read
-    /// ([`Admission::Always`]).
+    /// ([`Admission::Always`]). A capacity of 0 keeps nothing (every block is read from its
+    /// file, as with no cache).
     pub fn new(capacity_bytes: u64) -> BlockCache {
         BlockCache::with_admission(capacity_bytes, Admission::Always)
     }

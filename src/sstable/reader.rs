@@ -878,6 +878,8 @@ impl TableReader {
     }
 
     /// Opens a table file on the real file system (for tools).
+    ///
+    /// Errors: as [`open`](TableReader::open).
     pub fn open_file(path: &Path) -> Result<TableReader> {
         TableReader::open(&crate::fs::OsFs, path)
     }
@@ -942,7 +944,9 @@ impl TableReader {
         Ok(())
     }
 
-    /// Every entry (all versions and tombstones) in internal-key order.
+    /// Every entry (all versions and tombstones) in internal-key order. Items are `Result`s:
+    /// a block that fails its checksum or does not decode ends the iteration with
+    /// [`Error::Corruption`] naming its offset, a failed read with [`Error::Io`].
     pub fn entries(&self) -> TableEntries<'_> {
         TableEntries {
             table: self,
@@ -953,6 +957,9 @@ impl TableReader {
     }
 
     /// The newest version of `user_key` in this table, if any (reads at most one block).
+    ///
+    /// Errors: [`Error::Corruption`] if that block is damaged, [`Error::Io`] if it cannot be
+    /// read.
     pub fn find(&self, user_key: &[u8]) -> Result<Option<TableEntry>> {
         let mut cost = ReadCost::default();
         Ok(match self.get(user_key, key::MAX_SEQ, &mut cost)? {
