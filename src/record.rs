@@ -345,11 +345,12 @@ impl RecordReader {
 
     /// True if the record at `offset` checks once a single bit of its header is flipped,
     /// other than a bit set in zeros a crash explains. A header may cross one 512-byte sector
-    /// boundary; if its bytes before that boundary are all zero, they may be the end of a page
-    /// whose new version a power loss lost while the next page reached the disk (the log's
-    /// synced length was the record's start, as it is for a sync mark), and if its bytes
-    /// after the boundary are all zero, sectors a torn page write never wrote. A bit set in
-    /// such a run rebuilds bytes the crash took, not a bit it flipped.
+    /// boundary. If that boundary is a page's and the header's bytes before it are all zero,
+    /// they may be the end of a page whose new version a power loss lost while the next page
+    /// reached the disk (the log's synced length was the record's start, as it is for a sync
+    /// mark). If the header's bytes after it are all zero, and so is everything from there
+    /// to the end of that page (or of the file), they may be sectors a torn page write never
+    /// wrote. A bit set in such a run rebuilds bytes the crash took, not a bit it flipped.
     fn header_bit_flip_makes_whole(&self, offset: u64) -> Result<bool> {
         let remaining = self.len - offset;
         if remaining < HEADER_LEN as u64 {
@@ -358,14 +359,26 @@ impl RecordReader {
         let header = self.read(offset, HEADER_LEN)?;
         let room = remaining - HEADER_LEN as u64;
         let zero = |bytes: &[u8]| bytes.iter().all(|&b| b == 0);
-        let split = ((offset + 1).next_multiple_of(SECTOR) - offset) as usize;
+        let boundary = (offset + 1).next_multiple_of(SECTOR);
+        let split = (boundary - offset) as usize;
+        let (lost_before, lost_after) = if split < HEADER_LEN {
+            // The end of the page the bytes after the boundary are in.
+            let page_end = (boundary + 1).next_multiple_of(PAGE).min(self.len);
+            let after_header = offset + HEADER_LEN as u64;
+            let rest = page_end.saturating_sub(after_header) as usize;
+            (
+                boundary.is_multiple_of(PAGE) && zero(&header[..split]),
+                zero(&header[split..]) && zero(&self.read(after_header, rest)?),
+            )
+        } else {
+            (false, false)
+        };
         let lost = |byte: usize| {
-            split < HEADER_LEN
-                && if byte < split {
-                    zero(&header[..split])
-                } else {
-                    zero(&header[split..])
-                }
+            if byte < split {
+                lost_before
+            } else {
+                lost_after
+            }
         };
         for bit in 0..HEADER_LEN * 8 {
             if lost(bit / 8) {
@@ -778,15 +791,56 @@ mod tests {
             );
             assert_eq!(tail.lost_pages, later > 0);
         }
-        // The same zero where no sector starts inside the header is a flipped bit.
-        let first = vec![9u8; 4000 - HEADER_LEN];
-        let (fs, p, mut bytes) = log_with(&[&first, &second]);
-        bytes[4000] = 0;
-        fs.write_file(&p, &bytes).unwrap();
-        assert!(matches!(
-            read_with_marks(&fs, &p),
-            Err(Error::Corruption { .. })
-        ));
+        // The same zero where no page starts inside the header is a flipped bit: at 4000
+        // (no boundary in the header) and at 3583 (a sector's, inside a page, which a crash
+        // writes as a prefix of its sectors: never a hole before a written sector).
+        for at in [4000, 3583] {
+            let first = vec![9u8; at - HEADER_LEN];
+            let (fs, p, mut bytes) = log_with(&[&first, &second]);
+            bytes[at] = 0;
+            fs.write_file(&p, &bytes).unwrap();
+            assert!(
+                matches!(read_with_marks(&fs, &p), Err(Error::Corruption { .. })),
+                "{at}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_flipped_bit_in_a_header_after_a_sector_boundary_is_corruption_unless_the_page_rest_is_zero(
+    ) {
+        // The last record starts 15 bytes before the sector boundary at 3584, so its last
+        // header byte (hcrc's top byte) lies after it; that byte has one bit set, and reads
+        // as zero. With a payload behind it, no torn page write leaves that (unwritten
+        // sectors run to the end of the page): corruption. With nothing but zeros from the
+        // boundary to the end of the page (a payload of zeros), it is a torn write.
+        let start = 3584 - 15;
+        let first = vec![9u8; start - HEADER_LEN];
+        let one_bit_top = |p: &Vec<u8>| frame(p, 7)[HEADER_LEN - 1].count_ones() == 1;
+        let written = (0u32..)
+            .map(|i| {
+                let mut p = vec![7u8; 100];
+                p[..4].copy_from_slice(&i.to_le_bytes());
+                p
+            })
+            .find(one_bit_top)
+            .unwrap();
+        let zeros = (1..).map(|n| vec![0u8; n]).find(one_bit_top).unwrap();
+        for (payload, torn) in [(written, false), (zeros, true)] {
+            let (fs, p, mut bytes) = log_with(&[&first, &payload]);
+            bytes[start + HEADER_LEN - 1] = 0;
+            fs.write_file(&p, &bytes).unwrap();
+            let read = read_with_marks(&fs, &p);
+            if torn {
+                let (recs, tail) = read.unwrap();
+                assert_eq!(
+                    (recs, tail.torn_at),
+                    (vec![first.clone()], Some(start as u64))
+                );
+            } else {
+                assert!(matches!(read, Err(Error::Corruption { .. })), "{read:?}");
+            }
+        }
     }
 
     #[test]
