@@ -115,10 +115,11 @@ pub trait RandomAccessFile: Send + Sync + fmt::Debug {
         self.len() == 0
     }
     /// What tells this file from another one stored under its name later (a database
-    /// destroyed and made again, a backup restored): a table whose descriptor the table cache
-    /// closed is reopened by name, and a reopened file of another identity (or length) fails
-    /// the read instead of answering from the wrong file. Default: `None` (only the length is
-    /// compared). [`OsFs`] gives the device, inode number and modification time on Unix.
+    /// destroyed and made again, a backup restored): a read-only handle's table whose
+    /// descriptor the table cache closed is reopened by name, and a reopened file of another
+    /// identity (or length) fails the read instead of answering from the wrong file. Default:
+    /// `None` (only the length is compared). [`OsFs`] gives the device, inode number and
+    /// modification time.
     fn identity(&self) -> Option<FileIdentity> {
         None
     }
@@ -126,9 +127,11 @@ pub trait RandomAccessFile: Send + Sync + fmt::Debug {
 
 /// The identity of an open file ([`RandomAccessFile::identity`]): equal for two opens of the
 /// same file, and different for a file that replaced it under the same name. An inode number
-/// alone can be reused once a file is deleted; with the modification time to the nanosecond,
-/// a new file that takes both the number and the name of an old one still differs (tables
-/// are never modified after they are written).
+/// alone can be reused once a file is deleted; with the modification time, a new file that
+/// takes both the number and the name of an old one differs unless it was written within the
+/// same tick of the file system's clock (a few milliseconds on Linux) as the old one. Setting
+/// a table's modification time again (`touch`) makes it another file to a read-only handle
+/// that had it open: its reads fail with an I/O error until the handle is reopened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FileIdentity {
     /// The device the file is on.

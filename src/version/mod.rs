@@ -73,6 +73,7 @@ impl TableEnv {
                 fs,
                 files: Arc::new(TableCache::new(max_open_files)),
                 blocks,
+                verify_reopen: read_only,
             },
         })
     }
