@@ -484,7 +484,10 @@ impl Options {
     pub(crate) fn make_block_cache(&self) -> Option<BlockCache> {
         match &self.block_cache {
             Some(c) => Some(c.clone()),
-            None if self.block_cache_size > 0 => Some(BlockCache::new(self.block_cache_size)),
+            None if self.block_cache_size > 0 => Some(BlockCache::for_block_size(
+                self.block_cache_size,
+                self.block_size,
+            )),
             None => None,
         }
     }

@@ -129,18 +129,23 @@ const TYPICAL_BLOCK: u64 = 4096;
 /// 4 KiB blocks).
 const MAX_SIZED_BLOCKS: u64 = 1 << 24;
 
-/// The fewest bytes each of the cache's shards holds: twice the largest data block a table is
-/// built with (`Options::block_size` is at most 16 MiB). `quick_cache` splits the byte budget
-/// evenly over its shards and drops, without a word, an entry heavier than 97% of one shard's
-/// share: with the shard count it picks by itself (four per CPU), a cache of 64 MiB on two
-/// CPUs could not keep a block over 8 MiB, nor one of 8 MiB a block over 256 KiB on eight.
+/// The fewest bytes each shard of a cache made with [`BlockCache::new`] holds: twice the
+/// largest `Options::block_size` (16 MiB), since such a cache may be shared by databases of
+/// any block size. `quick_cache` splits the byte budget evenly over its shards and drops,
+/// without a word, an entry heavier than 97% of one shard's share: with the shard count it
+/// picks by itself (four per CPU), a cache of 64 MiB on two CPUs could not keep a block over
+/// 8 MiB, nor one of 8 MiB a block over 256 KiB on eight.
 const MIN_SHARD_BYTES: u64 = 32 << 20;
 
+/// The fewest bytes each shard of a database's own cache holds (with twice its block size,
+/// if that is more): the default 64 MiB cache keeps four shards per CPU up to 16 CPUs.
+const MIN_OWN_SHARD_BYTES: u64 = 4 << 20;
+
 /// Shards for a cache of `capacity` bytes: four per CPU, as `quick_cache` would pick, but no
-/// more than leave each [`MIN_SHARD_BYTES`]; a power of two (what `quick_cache` rounds to).
-fn shards_for(capacity: u64) -> usize {
+/// more than leave each `floor` bytes; a power of two (what `quick_cache` rounds to).
+fn shards_for(capacity: u64, floor: u64) -> usize {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
-    let n = (capacity / MIN_SHARD_BYTES).clamp(1, cpus.saturating_mul(4).max(1));
+    let n = (capacity / floor.max(1)).clamp(1, cpus.saturating_mul(4).max(1));
     1 << (63 - n.leading_zeros())
 }
 
@@ -158,15 +163,29 @@ impl BlockCache {
     /// ahead for it (so `u64::MAX`, "unbounded", allocates the bookkeeping of a 64 GiB cache,
     /// not an impossible amount). The budget is split over up to four shards per CPU (for
     /// concurrent readers), each of at least 32 MiB: a cache of 32 MiB or more keeps a block
-    /// of any legal [`block_size`](crate::Options::block_size), a smaller one any block up to
-    /// 97% of its capacity.
+    /// of up to 16 MiB (the largest [`block_size`](crate::Options::block_size); a block
+    /// holding one larger entry is not kept), a smaller one any block up to 97% of its
+    /// capacity.
     pub fn with_admission(capacity_bytes: u64, admission: Admission) -> BlockCache {
+        BlockCache::with_shard_floor(capacity_bytes, admission, MIN_SHARD_BYTES)
+    }
+
+    /// A database's own cache ([`Options::block_cache_size`](crate::Options::block_cache_size)):
+    /// its shards hold at least twice the database's `block_size` (and 4 MiB), enough for
+    /// every block but one holding an entry larger than a block, and as many shards as
+    /// `quick_cache` would make for readers on many CPUs.
+    pub(crate) fn for_block_size(capacity_bytes: u64, block_size: usize) -> BlockCache {
+        let floor = (2 * block_size as u64).max(MIN_OWN_SHARD_BYTES);
+        BlockCache::with_shard_floor(capacity_bytes, Admission::Always, floor)
+    }
+
+    fn with_shard_floor(capacity_bytes: u64, admission: Admission, floor: u64) -> BlockCache {
         let items = (capacity_bytes / TYPICAL_BLOCK).clamp(16, MAX_SIZED_BLOCKS) as usize;
         let weight = capacity_bytes.max(1);
         let options = quick_cache::OptionsBuilder::new()
             .estimated_items_capacity(items)
             .weight_capacity(weight)
-            .shards(shards_for(weight))
+            .shards(shards_for(weight, floor))
             .build();
         let cache = match options {
             Ok(o) => quick_cache::sync::Cache::with_options(
@@ -272,8 +291,8 @@ mod tests {
     }
 
     #[test]
-    fn shards_are_a_power_of_two_of_at_least_32_mib() {
-        for capacity in [
+    fn shards_are_a_power_of_two_of_at_least_the_floor() {
+        let capacities = [
             0u64,
             1,
             31 << 20,
@@ -282,12 +301,27 @@ mod tests {
             100 << 20,
             1 << 40,
             u64::MAX,
-        ] {
-            let n = shards_for(capacity) as u64;
-            assert!(n.is_power_of_two(), "{capacity}: {n}");
-            assert!(n == 1 || capacity / n >= MIN_SHARD_BYTES, "{capacity}: {n}");
+        ];
+        for floor in [MIN_SHARD_BYTES, MIN_OWN_SHARD_BYTES, 0] {
+            for capacity in capacities {
+                let n = shards_for(capacity, floor) as u64;
+                assert!(n.is_power_of_two(), "{capacity}: {n}");
+                assert!(n == 1 || capacity / n >= floor, "{capacity}: {n}");
+            }
         }
-        assert_eq!(shards_for(63 << 20), 1);
+        assert_eq!(shards_for(63 << 20, MIN_SHARD_BYTES), 1);
+    }
+
+    #[test]
+    fn a_databases_own_cache_keeps_blocks_of_its_block_size() {
+        // 16 MiB blocks in a 64 MiB cache: its shards hold 32 MiB or more.
+        let c = BlockCache::for_block_size(64 << 20, 16 << 20);
+        c.insert(1, 0, block_of(16 << 20));
+        assert!(c.get(1, 0).is_some());
+        // 4 KiB blocks: shards of at least 4 MiB keep a 3 MiB block (a few large entries).
+        let c = BlockCache::for_block_size(64 << 20, 4096);
+        c.insert(1, 0, block_of(3 << 20));
+        assert!(c.get(1, 0).is_some());
     }
 
     #[test]
