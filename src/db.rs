@@ -419,9 +419,9 @@ impl Db {
     /// up on the next open), syncs the WAL and releases the directory lock. Nothing is
     /// flushed: the WAL is replayed on the next open. Every handle, iterator and snapshot of
     /// this database fails with [`Error::Closed`] afterwards (reads, writes, scans, snapshots;
-    /// [`stats`](Db::stats), [`tables`](Db::tables), [`levels`](Db::levels),
-    /// [`disk_size`](Db::disk_size) and [`approximate_size`](Db::approximate_size) still answer
-    /// from what the handle holds). A write that is starting a new
+    /// [`stats`](Db::stats), [`tables`](Db::tables), [`levels`](Db::levels) and
+    /// [`approximate_size`](Db::approximate_size) still answer from what the handle holds, and
+    /// [`disk_size`](Db::disk_size) from the directory as it is then). A write that is starting a new
     /// WAL (a full memtable's rotation) when `close` is called finishes that first, so no file
     /// is created or synced after `close` returns. Closing again is a no-op; a `close` called
     /// while another thread closes waits for it and returns the same outcome, once the

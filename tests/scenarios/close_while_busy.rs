@@ -227,11 +227,20 @@ fn a_close_that_waited_for_another_returns_once_the_directory_is_unlocked() {
         .recv_timeout(Duration::from_secs(20))
         .expect("the first close reached the final WAL sync");
     let (second_tx, second_rx) = mpsc::channel();
+    let (calling_tx, calling_rx) = mpsc::channel();
     let second_thread = {
         let db = db.clone();
-        std::thread::spawn(move || second_tx.send(db.close()).unwrap())
+        std::thread::spawn(move || {
+            calling_tx.send(()).unwrap();
+            second_tx.send(db.close()).unwrap()
+        })
     };
-    std::thread::sleep(Duration::from_millis(100));
+    // The second close is called while the first is held, and does not return meanwhile.
+    calling_rx.recv_timeout(Duration::from_secs(20)).unwrap();
+    assert!(
+        second_rx.recv_timeout(Duration::from_millis(300)).is_err(),
+        "a second close returned while the first was held"
+    );
     release.send(()).unwrap();
     let second = second_rx.recv_timeout(Duration::from_secs(20)).unwrap();
     assert!(second.is_ok(), "{second:?}");
