@@ -133,6 +133,12 @@ impl TableCache {
     pub(crate) fn forget(&self, id: u64) {
         self.files.remove(&id);
     }
+
+    /// Closes every cached descriptor (the database is closed: a handle kept after `close`
+    /// must not hold files another handle deletes, or their space).
+    pub(crate) fn close_all(&self) {
+        self.files.clear();
+    }
 }
 
 #[cfg(test)]

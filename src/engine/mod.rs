@@ -217,6 +217,7 @@ impl Core {
             ))),
         };
         self.env.obsolete.close();
+        self.env.caches.files.close_all();
         // The directory lock goes before the close counts as done: a call that waited for
         // this one may reopen the directory as soon as it returns.
         *self.lock.lock() = None;
