@@ -58,12 +58,13 @@ pub(crate) struct TableCaches {
     pub(crate) fs: Arc<dyn FileSystem>,
     pub(crate) files: Arc<TableCache>,
     pub(crate) blocks: Option<BlockCache>,
-    /// Check that a descriptor the table cache reopens is of the file first opened
-    /// ([`RandomAccessFile::identity`]): for a read-only handle, whose directory another
-    /// process owns. A writer holds the directory lock, so nothing replaces its tables, and
-    /// it does not pay for (or trip over) the check: a modification time set again by a tool
-    /// (`touch`, a backup's `utime`) changes an identity without changing the file.
-    pub(crate) verify_reopen: bool,
+    /// The tables of a read-only handle, whose directory another process owns: a
+    /// descriptor the table cache reopens must be of the file first opened
+    /// ([`RandomAccessFile::identity`]). A writer holds the directory lock, so nothing
+    /// replaces its tables, and it does not pay for (or trip over) that check: a
+    /// modification time set again by a tool (`touch`, a backup's `utime`) changes an
+    /// identity without changing the file.
+    pub(crate) read_only: bool,
 }
 
 /// Where a table's bytes come from.
@@ -509,7 +510,7 @@ impl TableReader {
                 // another file's (the database destroyed and made again under a read-only
                 // handle, a backup restored), whose blocks would pass their checksums at the
                 // same offsets. Fail the read rather than answer from it.
-                if c.verify_reopen && (f.len() != self.file_size || f.identity() != self.identity) {
+                if c.read_only && (f.len() != self.file_size || f.identity() != self.identity) {
                     c.files.forget(self.id);
                     return Err(io_context(
                         "reopen",
@@ -1035,7 +1036,7 @@ mod tests {
             fs: Arc::new(fs.clone()),
             files: Arc::new(TableCache::new(16)),
             blocks: None,
-            verify_reopen: false,
+            read_only: false,
         };
         // Too short for a footer, a damaged footer, a damaged block behind a good footer.
         let mut bad_footer = whole.clone();
@@ -1181,7 +1182,7 @@ mod tests {
                 fs: Arc::new(fs.clone()),
                 files: Arc::new(TableCache::new(16)),
                 blocks,
-                verify_reopen: false,
+                read_only: false,
             };
             let t = TableReader::open_cached(&caches, Path::new(PATH)).unwrap();
             let mut cost = ReadCost::default();

@@ -38,9 +38,6 @@ pub(crate) struct TableEnv {
     /// Tables that were to get a fuse or Ribbon filter and got a Bloom filter because no seed
     /// built one (`Stats::filter_fuse_fallbacks`).
     pub(crate) fuse_fallbacks: std::sync::atomic::AtomicU64,
-    /// The tables of a read-only handle, whose writer may delete a table after this handle
-    /// read the manifest: a missing table is then an I/O error, not corruption.
-    read_only: bool,
 }
 
 impl TableEnv {
@@ -68,12 +65,11 @@ impl TableEnv {
             dir: dir.to_path_buf(),
             obsolete: ObsoleteFiles::new(fs.clone()),
             fuse_fallbacks: std::sync::atomic::AtomicU64::new(0),
-            read_only,
             caches: TableCaches {
                 fs,
                 files: Arc::new(TableCache::new(max_open_files)),
                 blocks,
-                verify_reopen: read_only,
+                read_only,
             },
         })
     }
@@ -133,7 +129,11 @@ impl TableHandle {
         });
         match opened {
             Ok(t) => Ok(self.table.get_or_init(|| Arc::new(t))),
-            Err(Error::Io(e)) if e.kind() == io::ErrorKind::NotFound && self.env.read_only => {
+            // A read-only handle's writer may delete a table after the handle read the
+            // manifest: a missing table is then an I/O error, not corruption.
+            Err(Error::Io(e))
+                if e.kind() == io::ErrorKind::NotFound && self.env.caches.read_only =>
+            {
                 // The writer may have deleted it (compacted away) after this handle read the
                 // manifest: the promised I/O error, and not kept (the next use looks again).
                 Err(io_context(
