@@ -108,23 +108,7 @@ fn a_close_called_while_another_runs_returns_its_outcome() {
         persistent: false,
         path_contains: Some(".wal".into()),
     }));
-    armed.store(true, Ordering::SeqCst);
-    let first = {
-        let db = db.clone();
-        std::thread::spawn(move || db.close())
-    };
-    entered
-        .recv_timeout(Duration::from_secs(20))
-        .expect("the first close reached the final WAL sync");
-    let (second_tx, second_rx) = mpsc::channel();
-    let second_thread = {
-        let db = db.clone();
-        std::thread::spawn(move || second_tx.send(db.close()).unwrap())
-    };
-    assert!(
-        second_rx.recv_timeout(Duration::from_millis(300)).is_err(),
-        "a second close returned while the first was syncing the WAL"
-    );
+    let (first, second_rx, second_thread) = two_closes(&db, &armed, &entered);
     release.send(()).unwrap();
     let first = first.join().unwrap();
     let second = second_rx.recv_timeout(Duration::from_secs(20)).unwrap();
@@ -218,29 +202,7 @@ fn a_close_that_waited_for_another_returns_once_the_directory_is_unlocked() {
         .file_system(Arc::new(fs) as Arc<dyn FileSystem>);
     let db = Arc::new(Db::open_with(Path::new("/db"), opts).unwrap());
     db.insert("key", "value").unwrap();
-    armed.store(true, Ordering::SeqCst);
-    let first = {
-        let db = db.clone();
-        std::thread::spawn(move || db.close())
-    };
-    entered
-        .recv_timeout(Duration::from_secs(20))
-        .expect("the first close reached the final WAL sync");
-    let (second_tx, second_rx) = mpsc::channel();
-    let (calling_tx, calling_rx) = mpsc::channel();
-    let second_thread = {
-        let db = db.clone();
-        std::thread::spawn(move || {
-            calling_tx.send(()).unwrap();
-            second_tx.send(db.close()).unwrap()
-        })
-    };
-    // The second close is called while the first is held, and does not return meanwhile.
-    calling_rx.recv_timeout(Duration::from_secs(20)).unwrap();
-    assert!(
-        second_rx.recv_timeout(Duration::from_millis(300)).is_err(),
-        "a second close returned while the first was held"
-    );
+    let (first, second_rx, second_thread) = two_closes(&db, &armed, &entered);
     release.send(()).unwrap();
     let second = second_rx.recv_timeout(Duration::from_secs(20)).unwrap();
     assert!(second.is_ok(), "{second:?}");
@@ -300,4 +262,41 @@ fn a_panic_inside_close_ends_the_close_instead_of_hanging_the_drop() {
         reopened.get("key").unwrap().map(Vec::from),
         Some(b"value".to_vec())
     );
+}
+
+/// A close held at its final WAL sync (`armed` set, `entered` signalled by the hold), and a
+/// second close called meanwhile, asserted not to return while the first is held: the first
+/// close's thread, the channel of the second's outcome, and the second's thread.
+fn two_closes(
+    db: &Arc<Db>,
+    armed: &std::sync::atomic::AtomicBool,
+    entered: &mpsc::Receiver<()>,
+) -> (
+    std::thread::JoinHandle<siltdb::Result<()>>,
+    mpsc::Receiver<siltdb::Result<()>>,
+    std::thread::JoinHandle<()>,
+) {
+    armed.store(true, Ordering::SeqCst);
+    let first = {
+        let db = db.clone();
+        std::thread::spawn(move || db.close())
+    };
+    entered
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the first close reached the final WAL sync");
+    let (second_tx, second_rx) = mpsc::channel();
+    let (calling_tx, calling_rx) = mpsc::channel();
+    let second_thread = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            calling_tx.send(()).unwrap();
+            second_tx.send(db.close()).unwrap()
+        })
+    };
+    calling_rx.recv_timeout(Duration::from_secs(20)).unwrap();
+    assert!(
+        second_rx.recv_timeout(Duration::from_millis(300)).is_err(),
+        "a second close returned while the first was held"
+    );
+    (first, second_rx, second_thread)
 }
