@@ -81,8 +81,8 @@ pub enum LogEnd {
     },
     /// In a WAL: a bad record, valid records after it but no sync mark, and zeros where a
     /// page a power loss lost would leave them (`docs/format.md` §2): the unsynced end of the
-    /// log, from `offset` on, which recovery cuts off (or reports as corruption if a later
-    /// WAL holds records).
+    /// log, from `offset` on, which recovery cuts off, with the records of any later WAL (or
+    /// reports as corruption if a later WAL holds a sync mark).
     LostPages {
         /// Where the bad record starts.
         offset: u64,

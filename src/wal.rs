@@ -25,7 +25,9 @@ use crate::options::LogWrites;
 use crate::range_del::MAX_BOUND_LEN;
 use crate::record::{self, RecordReader, RecordWriter, TailReport, HEADER_LEN};
 use bytes::Bytes;
+use parking_lot::{Condvar, Mutex};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Size of the fixed part of a payload (`first_seq`, `count`).
 pub(crate) const PAYLOAD_HEADER_LEN: usize = 12;
@@ -211,6 +213,39 @@ pub(crate) fn decode_payload(payload: Vec<u8>) -> std::result::Result<WalBatch, 
     })
 }
 
+/// The outcome of a WAL's seal (its fsync, sync mark and cut) when another thread runs it
+/// after the next WAL has taken over: the next WAL waits for it before any fsync of its own
+/// ([`WalWriter::follow`]), so that a later WAL is never made durable while an earlier one may
+/// still lose its end to a power loss, and recovery can read a WAL that lost its end as the
+/// end of the history (`docs/durability.md`).
+#[derive(Debug, Default)]
+pub(crate) struct WalSeal {
+    outcome: Mutex<Option<Result<()>>>,
+    done: Condvar,
+}
+
+impl WalSeal {
+    /// Records the seal's outcome and wakes its waiters; only the first outcome counts.
+    pub(crate) fn complete(&self, outcome: Result<()>) {
+        let mut o = self.outcome.lock();
+        if o.is_none() {
+            *o = Some(outcome);
+        }
+        self.done.notify_all();
+    }
+
+    /// Waits until the seal is complete and returns its outcome.
+    pub(crate) fn wait(&self) -> Result<()> {
+        let mut o = self.outcome.lock();
+        loop {
+            if let Some(r) = &*o {
+                return r.clone();
+            }
+            self.done.wait(&mut o);
+        }
+    }
+}
+
 /// The WAL file being appended to.
 #[derive(Debug)]
 pub(crate) struct WalWriter {
@@ -226,6 +261,9 @@ pub(crate) struct WalWriter {
     last_seq: SeqNo,
     /// Records were appended since the last sync mark (see [`is_sync_mark`]).
     unmarked: bool,
+    /// The seal of the WAL before this one, still running on another thread: every fsync of
+    /// this WAL waits for it first (see [`follow`](Self::follow)).
+    after: Option<Arc<WalSeal>>,
 }
 
 /// True if a WAL payload is a *sync mark*: no operations (`count` 0). The writer appends one
@@ -240,7 +278,7 @@ pub(crate) fn is_sync_mark(payload: &[u8]) -> bool {
 
 impl WalWriter {
     /// Creates a new WAL file, written as `how` says. The caller syncs the directory before
-    /// acknowledging writes.
+    /// any fsync of it returns (the seal of the WAL before it does, see [`follow`](Self::follow)).
     pub(crate) fn create(
         fs: &dyn FileSystem,
         path: &Path,
@@ -260,12 +298,20 @@ impl WalWriter {
             failed: None,
             last_seq: 0,
             unmarked: false,
+            after: None,
         })
+    }
+
+    /// Makes every fsync of this WAL wait until `seal`, the seal of the WAL before it, is
+    /// complete, and fail with its error if it failed: a record of this WAL is made durable
+    /// only once every earlier WAL is durable whole. Appends do not wait.
+    pub(crate) fn follow(&mut self, seal: Arc<WalSeal>) {
+        self.after = Some(seal);
     }
 
     /// Tells the file that appends are coming soon ([`WritableFile::expect_appends`]): a WAL
     /// started by a memtable rotation, whose writer is busy, so that its first space is
-    /// allocated while the rotation syncs the directory and the previous WAL. (A WAL started
+    /// allocated while the rotation puts the new WAL and memtable in place. (A WAL started
     /// by `open` gets no hint: a database opened to read grows no 1 MiB WAL.)
     pub(crate) fn expect_appends(&mut self) {
         self.log.expect_appends();
@@ -352,8 +398,25 @@ impl WalWriter {
         self.run(op)
     }
 
-    /// Runs `op` (a sync of the log); its failure stands for every later call.
+    /// Waits until the WAL before this one is sealed, if it is not yet (see
+    /// [`follow`](Self::follow)): what every fsync of this WAL does first. A caller that times
+    /// its fsync calls this before it starts the clock. Errors: the seal's failure, which
+    /// stands for every later append and fsync.
+    pub(crate) fn wait_for_previous_seal(&mut self) -> Result<()> {
+        if let Some(seal) = &self.after {
+            let sealed = seal.wait();
+            if sealed.is_err() {
+                return self.remember_failure(sealed);
+            }
+            self.after = None;
+        }
+        Ok(())
+    }
+
+    /// Runs `op` (a sync of the log), once the WAL before this one is sealed; its failure
+    /// (or the seal's) stands for every later call.
     fn run(&mut self, op: fn(&mut RecordWriter) -> std::io::Result<()>) -> Result<()> {
+        self.wait_for_previous_seal()?;
         if crate::sabotage::planted(crate::sabotage::Bug::SkipWalFsync) {
             return Ok(());
         }
@@ -808,7 +871,7 @@ mod tests {
     }
 
     #[test]
-    fn a_wal_cut_at_lost_pages_must_be_the_last_with_records() {
+    fn a_wal_cut_at_lost_pages_ends_the_history_unless_a_later_wal_holds_a_sync_mark() {
         // A closed WAL (ends with a sync mark), then unsynced records over three pages, the
         // second of which a power loss lost.
         let (fs, wal) = db_with_unflushed_wal();
@@ -830,13 +893,27 @@ mod tests {
         assert!(db.get("k3").unwrap().is_some());
         assert!(db.get(format!("k{}", seq - 1)).unwrap().is_none());
         drop(db);
-        // With a later WAL holding a record, that WAL was synced whole before: corruption.
+        // A later WAL's record after such a cut was never synced (a WAL is sealed whole before
+        // any fsync of the next returns): it is dropped with the cut.
         let later = wal.with_file_name(format!("{:06}.wal", number + 1));
-        copy.write_file(&later, &record::frame(&put_payload(seq, b"v"), number + 1))
-            .unwrap();
+        let mut later_bytes = record::frame(&put_payload(seq, b"v"), number + 1);
+        let image = copy.crash_image(crate::fs::CrashImageOptions::PROCESS_CRASH);
+        image.write_file(&later, &later_bytes).unwrap();
+        let db = crate::Db::open_with("/db", opts(&image)).unwrap();
+        assert!(db.get("k3").unwrap().is_some());
+        assert!(db.get(format!("k{}", seq - 1)).unwrap().is_none());
+        assert!(db.get(format!("k{seq}")).unwrap().is_none());
+        drop(db);
+        // A sync mark after it proves an fsync of the later WAL returned, which happens only
+        // once the cut one was whole: the cut is damage.
+        let mut mark = Vec::new();
+        put_u64(&mut mark, seq);
+        put_u32(&mut mark, 0);
+        later_bytes.extend_from_slice(&record::frame(&mark, number + 1));
+        copy.write_file(&later, &later_bytes).unwrap();
         let e = crate::Db::open_with("/db", opts(&copy)).unwrap_err();
         assert!(
-            matches!(&e, Error::Corruption { file, offset, .. } if *file == wal && *offset < 4096),
+            matches!(&e, Error::Corruption { file, .. } if *file == later),
             "{e:?}"
         );
     }

@@ -1,6 +1,7 @@
 //! Background work: the flush thread (sealed memtables -> L0 tables), the compaction thread
 //! (automatic compactions, and the manual ones of [`super::manual`]), the purge thread
-//! (deletes obsolete table files), and installing a job's result as the new version. Failures
+//! (deletes obsolete table files), the thread of [`super::seal`] (seals full memtables'
+//! WALs), and installing a job's result as the new version. Failures
 //! are kept as they happened, so the caller that waits on a flush or a manual compaction gets
 //! the original error, and corruption found here stops writes with that same
 //! [`Error::Corruption`].
@@ -42,14 +43,15 @@ pub(super) struct BackgroundStatus {
 type Loop = fn(Arc<Core>);
 
 /// The threads [`Core::start`] spawns: thread name, what it does, its loop.
-const THREADS: [(&str, &str, Loop); 3] = [
+const THREADS: [(&str, &str, Loop); 4] = [
     ("siltdb-flush", "flush", Core::flush_loop),
+    ("siltdb-wal-seal", "WAL seal", Core::seal_loop),
     ("siltdb-compact", "compaction", Core::compaction_loop),
     ("siltdb-purge", "purge", Core::purge_loop),
 ];
 
 impl Core {
-    /// Starts the flush, compaction and purge threads. If one cannot be started, the ones
+    /// Starts the flush, WAL seal, compaction and purge threads. If one cannot be started, the ones
     /// already running are stopped and the error is returned.
     pub(crate) fn start(self: &Arc<Self>) -> Result<Vec<std::thread::JoinHandle<()>>> {
         let mut threads = Vec::new();
@@ -212,6 +214,11 @@ impl Core {
     /// thread still held after `Db::flush` returned would keep the tables a later compaction
     /// makes obsolete on disk past `wait_for_compactions`.
     fn flush_one(&self, imm: &Arc<Memtable>, next_wal: u64, version: Arc<Version>) -> Result<()> {
+        // A memtable goes to a table only once its WAL is sealed (durable whole): a table on
+        // disk with writes that a power loss took from the unsealed end of the WAL would read
+        // as a lost manifest edit at the next open. Its WAL is also removed below, which the
+        // seal must not race.
+        self.wait_sealed(imm.wal_number());
         let numbers = self.file_numbers.clone();
         let ctx = self.job_context(&numbers);
         let out = compaction::flush_memtable(&ctx, imm, &version, self.read.smallest_snapshot());

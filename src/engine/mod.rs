@@ -3,6 +3,7 @@
 //!
 //! One job per module: [`recovery`] opens a directory (manifest, WAL replay, orphan checks),
 //! [`write`] runs the write queue (group commit, memtable rotation, `flush`, `sync`),
+//! [`seal`] seals a full memtable's WAL off the writers' path,
 //! [`background`] runs the flush, compaction and purge threads, [`manual`] runs manual
 //! compactions, [`footprint`] measures the disk and memory the database uses, [`destroy`]
 //! removes a closed database's files, [`invariants`] checks the tree for tests and tools. Reads go through [`ReadPath`], which the engine feeds and which
@@ -18,6 +19,7 @@ mod footprint;
 mod invariants;
 mod manual;
 mod recovery;
+mod seal;
 mod write;
 
 use crate::compaction::JobContext;
@@ -75,6 +77,8 @@ struct State {
     tree: MemtableSet,
     /// Status of flush and compaction work, for the callers that wait on it.
     bg: BackgroundStatus,
+    /// WALs waiting for their seal (write path queues, the seal thread drains).
+    seals: seal::SealQueue,
     life: Lifecycle,
 }
 
@@ -139,6 +143,7 @@ impl Core {
                 flushed: 0,
             },
             bg: BackgroundStatus::default(),
+            seals: seal::SealQueue::default(),
             life: Lifecycle::default(),
         };
         Ok(Core {
@@ -234,12 +239,16 @@ impl Core {
     }
 
     /// The body of [`close`](Self::close): joins the background threads, waits for a WAL
-    /// rotation under way, syncs and closes the WAL, deletes the obsolete files.
+    /// rotation under way, seals the WALs still waiting for it, syncs and closes the WAL,
+    /// deletes the obsolete files.
     fn close_threads_and_files(&self, threads: &Mutex<Vec<JoinHandle<()>>>) -> Result<()> {
         self.env.obsolete.wake();
         for t in threads.lock().drain(..) {
             let _ = t.join();
         }
+        // A rotation that ended after the seal thread stopped left its old WAL to seal (and a
+        // `Db::flush` sealing inline may wait for it).
+        self.run_queued_seals();
         // A leader that was starting a new WAL finishes that first (no leader starts one now
         // that writes are refused): the WAL taken below is then the newest.
         {
@@ -248,6 +257,8 @@ impl Core {
                 self.done_cv.wait(&mut st);
             }
         }
+        // Or it did so while this waited.
+        self.run_queued_seals();
         // Take the WAL away so that a leader still inside `lead` fails with `Closed` instead of
         // appending after the final sync.
         let wal = self.wal.lock().take();

@@ -113,6 +113,10 @@ pub(super) fn recover(
             fs.sync_file(&path)
                 .map_err(|e| io_context("sync", &path, e))?;
         }
+        // And their names: a WAL takes records before the seal of the one before it syncs
+        // the directory, so a crash can leave a WAL whose name is not durable yet.
+        fs.sync_dir(dir)
+            .map_err(|e| io_context("sync directory", dir, e))?;
     }
     // Replay flushes an L0 table whenever the recovered writes reach a memtable's size (or
     // a table's, if smaller), so that memory stays bounded however large the WALs are. The
@@ -132,21 +136,31 @@ pub(super) fn recover(
     };
     let mut kept: Vec<Arc<Memtable>> = Vec::new();
     let mut seqs = SeqCheck::new(versions.last_sequence());
-    // Where a WAL was cut at pages a power loss lost: only the last WAL written can end so
-    // (each earlier one was synced whole before the next got a record).
-    let mut lost_pages_at: Option<(PathBuf, u64)> = None;
-    for &n in &wals {
+    // Where the history ends early: a WAL cut at pages a power loss lost, or a WAL whose
+    // first write does not follow the last one replayed (the end of an earlier WAL was lost).
+    // A WAL is sealed (synced whole) by the seal thread while the next one takes writes, and
+    // no fsync of a WAL returns before every earlier one is sealed (`engine::seal`): so the
+    // records after such an end were never synced, and are dropped as a power loss may drop
+    // them, unless a sync mark after it proves a later fsync returned (corruption).
+    let mut lost_end: Option<LostEnd> = None;
+    for (i, &n) in wals.iter().enumerate() {
         let path = filename::wal_path(dir, n);
+        let mut first_in_file = true;
         let tail = wal::replay(fs.as_ref(), &path, n, opts.read_only, |batch| {
-            if let Some((cut, at)) = &lost_pages_at {
-                return Err(Error::corruption(
-                    cut,
-                    *at,
-                    format!(
-                        "the WAL was cut here at pages lost unsynced, but a later WAL ({}) holds records",
-                        path.display()
-                    ),
-                ));
+            if lost_end.is_none() && i > 0 && first_in_file && seqs.starts_after_gap(&batch) {
+                lost_end = Some(LostEnd {
+                    path: path.clone(),
+                    offset: batch.offset,
+                    why: "its first write does not follow the last write of the WALs before it",
+                    dropped: 0,
+                    counted: false,
+                });
+            }
+            if !batch.ops.is_empty() {
+                first_in_file = false;
+            }
+            if let Some(end) = &mut lost_end {
+                return end.drop_record(&path, &batch);
             }
             seqs.check(&path, &batch)?;
             // `check` proved `first_seq + ops - 1` does not overflow.
@@ -177,7 +191,15 @@ pub(super) fn recover(
                     path.display(),
                     tail.dropped_bytes
                 );
-                lost_pages_at = Some((path.clone(), at));
+                if lost_end.is_none() {
+                    lost_end = Some(LostEnd {
+                        path: path.clone(),
+                        offset: at,
+                        why: "it was cut at pages lost unsynced",
+                        dropped: 0,
+                        counted: true,
+                    });
+                }
             } else {
                 log::warn!(
                     "{}: cut a torn tail of {} bytes at offset {at}",
@@ -189,6 +211,20 @@ pub(super) fn recover(
             Counters::add(&counters.wal_torn_bytes, tail.dropped_bytes);
         }
         log::info!("{}: replayed", path.display());
+    }
+    if let Some(end) = &lost_end {
+        if end.dropped > 0 {
+            log::warn!(
+                "{}: the history ends at offset {} ({}): {} later records in later WALs were never synced and are dropped",
+                end.path.display(),
+                end.offset,
+                end.why,
+                end.dropped
+            );
+            if !end.counted {
+                Counters::add(&counters.wal_torn_tails, 1);
+            }
+        }
     }
     let last_seq = seqs.last;
     check_orphans(fs.as_ref(), dir, &files, &versions, last_seq)?;
@@ -268,6 +304,41 @@ fn open_versions(ctx: &Ctx<'_>, files: &[(String, FileKind)]) -> Result<VersionS
     Ok(versions)
 }
 
+/// Where replay found the end of the durable history before the end of the last WAL (see
+/// `recover`): every later record is dropped, and a later sync mark is corruption.
+struct LostEnd {
+    /// The WAL and offset where the history ends.
+    path: PathBuf,
+    offset: u64,
+    why: &'static str,
+    /// Records with writes dropped after it.
+    dropped: u64,
+    /// Already counted in `Stats::wal_torn_tails` (as the cut it is).
+    counted: bool,
+}
+
+impl LostEnd {
+    /// Drops a record replayed after the end: fine for writes that were never synced, but a
+    /// sync mark proves that an fsync of its WAL returned, which happens only once every
+    /// earlier WAL is sealed whole, so the end before it is damage, not a power loss.
+    fn drop_record(&mut self, path: &Path, batch: &WalBatch) -> Result<()> {
+        if batch.ops.is_empty() {
+            return Err(Error::corruption(
+                path,
+                batch.offset,
+                format!(
+                    "a sync mark follows the end of the history at {} offset {} ({}): writes synced before it were lost",
+                    self.path.display(),
+                    self.offset,
+                    self.why
+                ),
+            ));
+        }
+        self.dropped += 1;
+        Ok(())
+    }
+}
+
 /// Sequence numbers across the manifest and the WAL records: they continue without a gap (a
 /// gap means writes were lost: a WAL, or a manifest edit that retired one) and never go
 /// backwards (a record older than the one before it is not a crash artefact). All arithmetic
@@ -288,6 +359,14 @@ impl SeqCheck {
             manifest_last,
             prev_record_end: None,
         }
+    }
+
+    /// True if `batch` holds writes that start past the next sequence number (and past the
+    /// manifest's): writes between were lost.
+    fn starts_after_gap(&self, batch: &WalBatch) -> bool {
+        !batch.ops.is_empty()
+            && batch.first_seq > self.manifest_last
+            && batch.first_seq > self.last.saturating_add(1)
     }
 
     fn check(&mut self, path: &Path, batch: &WalBatch) -> Result<()> {

@@ -7,7 +7,8 @@
 //! the last one to queue again; the writer whose arrival makes that group whole leads it at
 //! once instead of waking the one that waits. An unsynced write that finds no leader leads at
 //! once without queueing (a single writer thread never touches the queue).
-//! A full memtable is sealed and a new WAL started; `flush` waits for the flush thread to
+//! A full memtable is sealed and a new WAL started (the old WAL is sealed by the seal thread of
+//! [`super::seal`], or here for `flush`); `flush` waits for the flush thread to
 //! write the sealed memtable to L0, `sync` fsyncs the WAL.
 
 use super::{Core, State};
@@ -18,7 +19,7 @@ use crate::key::{SeqNo, ValueKind, MAX_SEQ};
 use crate::memtable::Memtable;
 use crate::range_del::{Fragments, RangeTombstone};
 use crate::stats::Counters;
-use crate::wal::{self, OpKind, WalWriter};
+use crate::wal::{self, OpKind, WalSeal, WalWriter};
 use crate::write_options::WriteOptions;
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex, MutexGuard};
@@ -561,6 +562,9 @@ impl Core {
         // One fsync covers every write of the group, and every write before it.
         let mut took = None;
         if group.iter().any(|g| g.1) {
+            // The wait for the previous WAL's seal after a rotation is not the fsync's time
+            // (which sizes the next synced group's gather).
+            w.wait_for_previous_seal()?;
             let started = Instant::now();
             w.sync()?;
             let elapsed = started.elapsed();
@@ -638,49 +642,68 @@ impl Core {
                 self.room_cv.wait_for(st, Duration::from_millis(100));
                 continue;
             }
-            self.seal_memtable(st)?;
+            self.seal_memtable(st, force)?;
             force = false;
         }
     }
 
     /// Starts a new WAL and memtable, and hands the full one to the flush thread.
     ///
-    /// The file creation, the directory fsync and the old WAL's fsync run without the state
-    /// lock: readers, the background threads and `close` go on meanwhile. Other writers wait
-    /// behind this leader as they do for any group (the new memtable is not there yet).
-    fn seal_memtable(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
+    /// The file creation runs without the state lock: readers, the background threads and
+    /// `close` go on meanwhile, and other writers wait behind this leader as they do for any
+    /// group (the new memtable is not there yet). The directory fsync and the old WAL's seal
+    /// (fsync, sync mark, cut) go to the seal thread ([`super::seal`]), so writers append to
+    /// the new WAL while they run, unless `inline` (an explicit `Db::flush`, which waits for
+    /// its memtable anyway and reports a failed seal as it happened) has this thread run them.
+    fn seal_memtable(&self, st: &mut MutexGuard<'_, State>, inline: bool) -> Result<()> {
         let number = self.file_numbers.fetch_add(1, Ordering::SeqCst);
         let path = filename::wal_path(&self.dir, number);
+        let old_number = st.tree.mem.wal_number();
         // `close` waits until this rotation is over (see `Lifecycle::rotating`).
         st.life.rotating = true;
-        let res = MutexGuard::unlocked(st, || -> Result<()> {
+        let res = MutexGuard::unlocked(st, || -> Result<Option<(WalWriter, Arc<WalSeal>)>> {
             // A WAL numbered past the limit would be ignored by the next open as a foreign
             // file, losing its writes: refuse to start one.
             filename::check_new_number(&self.dir, number)?;
             let mut new_wal =
                 WalWriter::create(self.fs.as_ref(), &path, number, self.opts.log_writes)?;
-            // Its first space is allocated in the background during the two fsyncs below.
+            // Its first space is allocated in the background meanwhile.
             new_wal.expect_appends();
-            self.fs
-                .sync_dir(&self.dir)
-                .map_err(|e| io_context("sync directory", &self.dir, e))?;
+            if inline {
+                self.fs
+                    .sync_dir(&self.dir)
+                    .map_err(|e| io_context("sync directory", &self.dir, e))?;
+            }
             let mut wal = self.wal.lock();
             // `close` took the WAL while the lock was released: nothing more is written.
             let old = wal.as_mut().ok_or(Error::Closed)?;
-            // Sync the old WAL so that a power loss keeps a prefix of the history: the new
-            // WAL may be synced later while the old one is not. (`finish` also gives back the
-            // space allocated ahead of the writer.)
-            old.finish()?;
-            *wal = Some(new_wal);
-            Ok(())
+            if inline {
+                // Sync the old WAL so that a power loss keeps a prefix of the history: the
+                // new WAL may be synced later while the old one is not. (`finish` also gives
+                // back the space allocated ahead of the writer.)
+                old.finish()?;
+                *wal = Some(new_wal);
+                return Ok(None);
+            }
+            // No fsync of the new WAL returns before the old one is sealed.
+            let seal = Arc::new(WalSeal::default());
+            new_wal.follow(seal.clone());
+            let old = std::mem::replace(old, new_wal);
+            Ok(Some((old, seal)))
         });
         st.life.rotating = false;
         self.done_cv.notify_all();
-        if let Err(e) = res {
-            if !matches!(e, Error::Closed) {
-                self.poison(st, &e);
+        let to_seal = match res {
+            Ok(to_seal) => to_seal,
+            Err(e) => {
+                if !matches!(e, Error::Closed) {
+                    self.poison(st, &e);
+                }
+                return Err(e);
             }
-            return Err(e);
+        };
+        if let Some((old_wal, seal)) = to_seal {
+            st.seals.push(old_wal, old_number, seal);
         }
         let old = std::mem::replace(
             &mut st.tree.mem,
@@ -729,10 +752,10 @@ impl Core {
     pub(crate) fn sync_wal(&self) -> Result<()> {
         self.check_writable()?;
         let res = match self.wal.lock().as_mut() {
-            Some(w) => {
+            Some(w) => w.wait_for_previous_seal().and_then(|()| {
                 let started = Instant::now();
                 w.sync().map(|()| self.count_wal_sync(started.elapsed()))
-            }
+            }),
             None => Err(Error::Closed),
         };
         if let Err(e) = &res {

@@ -6,8 +6,8 @@
 //! asks for the window, never a `SIGBUS` from a store) and zeros written over them (so their
 //! pages are in the page cache before the writer touches them); a helper thread does this for
 //! the next window while the writer fills the current one (for a WAL started by a memtable
-//! rotation, from its creation on: its first window is allocated while the rotation syncs the
-//! directory and the previous WAL); for a log that is not being synced, the same helper starts
+//! rotation, from its creation on: its first window is allocated while the rotation puts the
+//! new WAL and memtable in place); for a log that is not being synced, the same helper starts
 //! the writeback of the pages finished so far (`sync_file_range`, without waiting), so that
 //! the fsync that seals the log finds about one window left to write. The
 //! writer maps only bytes whose allocation has finished. Each window is mapped `MAP_SHARED`:

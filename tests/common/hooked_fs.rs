@@ -162,3 +162,111 @@ pub fn hold_once(
     });
     (hook, armed, entered, release)
 }
+
+/// A [`HookedFs`] whose file creations call `on_create` first (with the new file's path).
+#[derive(Clone)]
+pub struct CreateHookedFs {
+    pub inner: HookedFs,
+    pub on_create: Hook,
+}
+
+impl std::fmt::Debug for CreateHookedFs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CreateHookedFs").finish_non_exhaustive()
+    }
+}
+
+impl FileSystem for CreateHookedFs {
+    fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        (self.on_create)(path);
+        self.inner.create(path)
+    }
+    fn open(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>> {
+        self.inner.open(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        self.inner.remove(path)
+    }
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        self.inner.list(dir)
+    }
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        self.inner.create_dir_all(dir)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        self.inner.sync_dir(dir)
+    }
+    fn sync_file(&self, path: &Path) -> io::Result<()> {
+        self.inner.sync_file(path)
+    }
+    fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
+        self.inner.lock(path)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.inner.exists(path)
+    }
+}
+
+/// A [`CreateHookedFs`] over a new `MemFs` that, once `armed` is set, holds the first creation
+/// of a WAL made by the thread named `thread` (a memtable rotation's, for a writer thread,
+/// which creates the next WAL before it takes its group): it sends on `entered`'s channel,
+/// then waits for a message on `release` (or 20 s).
+pub struct HeldWalCreate {
+    pub fs: CreateHookedFs,
+    pub armed: Arc<std::sync::atomic::AtomicBool>,
+    pub entered: std::sync::mpsc::Receiver<()>,
+    pub release: std::sync::mpsc::Sender<()>,
+}
+
+pub fn hold_wal_create_of(thread: &'static str) -> HeldWalCreate {
+    let (hook, armed, entered, release) =
+        hold_once(move || std::thread::current().name() == Some(thread));
+    let on_create: Hook = Arc::new(move |path: &Path| {
+        if path.extension().is_some_and(|e| e == "wal") {
+            hook(path);
+        }
+    });
+    HeldWalCreate {
+        fs: CreateHookedFs {
+            inner: HookedFs {
+                inner: siltdb::fs::MemFs::new(),
+                on_open: None,
+                on_remove: None,
+                on_sync_dir: None,
+                on_sync: None,
+            },
+            on_create,
+        },
+        armed,
+        entered,
+        release,
+    }
+}
+
+/// A [`HookedFs`] over a new `MemFs` that, once `armed` is set, holds the first fsync of a file
+/// being written whose name ends in `.{ext}` (`wal`: after unsynced writes, the old WAL's fsync
+/// in the seal of a full memtable's WAL, on whichever thread runs it; `sst`: a flush's table):
+/// it sends on `entered`'s channel, then waits for a message on `release` (or 20 s).
+pub fn hold_sync_of_a(ext: &'static str) -> HeldDirSync {
+    let (hook, armed, entered, release) = hold_once(|| true);
+    let on_sync: Hook = Arc::new(move |path: &Path| {
+        if path.extension().is_some_and(|e| e == ext) {
+            hook(path);
+        }
+    });
+    HeldDirSync {
+        fs: HookedFs {
+            inner: siltdb::fs::MemFs::new(),
+            on_open: None,
+            on_remove: None,
+            on_sync_dir: None,
+            on_sync: Some(on_sync),
+        },
+        armed,
+        entered,
+        release,
+    }
+}

@@ -1,13 +1,13 @@
 //! `close` while the database is busy. Called while a writer is starting a new WAL (a full
-//! memtable's rotation, which creates the file and fsyncs the directory without the state
-//! lock), it waits for that rotation to end before it syncs the WAL and lets go of the
+//! memtable's rotation, which creates the file without the state lock), it waits for that
+//! rotation to end, and seals the old WAL, before it syncs the WAL and lets go of the
 //! directory: no file is created or synced after `close` returned, and every acknowledged
 //! write is there on the next open. Called while another thread closes, it waits for that
 //! close and returns the same outcome (an error from the final WAL sync included).
 
 use crate::common;
 
-use common::hooked_fs::{hold_dir_sync_of, hold_once, HeldDirSync, HookedFs};
+use common::hooked_fs::{hold_once, hold_wal_create_of, HeldWalCreate, HookedFs};
 use siltdb::fs::{FaultPlan, FileSystem, MemFs, OpKind};
 use siltdb::{Db, Error};
 use std::path::Path;
@@ -17,12 +17,12 @@ use std::time::Duration;
 
 #[test]
 fn close_during_a_rotation_waits_for_it_and_keeps_every_acknowledged_write() {
-    let HeldDirSync {
+    let HeldWalCreate {
         fs,
         armed,
         entered,
         release,
-    } = hold_dir_sync_of("writer");
+    } = hold_wal_create_of("writer");
     let dir = Path::new("/db");
     let opts = || {
         common::small_options()
@@ -47,7 +47,7 @@ fn close_during_a_rotation_waits_for_it_and_keeps_every_acknowledged_write() {
         .unwrap();
     entered
         .recv_timeout(Duration::from_secs(20))
-        .expect("the writer reached a rotation's directory fsync");
+        .expect("the writer reached a rotation's creation of the next WAL");
     let (done_tx, done_rx) = mpsc::channel();
     let c = db.clone();
     let closer = std::thread::spawn(move || done_tx.send(c.close()).unwrap());
@@ -62,16 +62,26 @@ fn close_during_a_rotation_waits_for_it_and_keeps_every_acknowledged_write() {
         .recv_timeout(Duration::from_secs(20))
         .expect("close returned once the rotation ended");
     assert!(closed.is_ok(), "{closed:?}");
+    let mut files_at_close = fs.list(dir).unwrap();
     closer.join().unwrap();
     let (acked, err) = writer.join().unwrap();
     assert!(matches!(err, Some(Error::Closed)), "{err:?}");
     assert!(acked > 0 && acked < 2_000, "{acked}");
-    // The rotation's WAL was created before the hold; nothing came or went after `close`.
+    // The held rotation created its WAL before `close` returned, and nothing came or went
+    // after that.
+    std::thread::sleep(Duration::from_millis(300));
     let mut files_after = fs.list(dir).unwrap();
-    let mut files_before = files_before;
-    files_before.sort();
+    files_at_close.sort();
     files_after.sort();
-    assert_eq!(files_before, files_after);
+    assert_eq!(files_at_close, files_after);
+    let new: Vec<&String> = files_after
+        .iter()
+        .filter(|f| !files_before.contains(f))
+        .collect();
+    assert!(
+        new.len() == 1 && new[0].ends_with(".wal"),
+        "{files_before:?} -> {files_after:?}"
+    );
     // Every acknowledged write comes back.
     drop(db);
     let db = Db::open_with(dir, opts()).unwrap();

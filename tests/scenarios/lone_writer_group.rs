@@ -1,11 +1,11 @@
 //! An unsynced write that finds no leader leads at once without queueing (the single-writer
 //! fast path). Writers that arrive while it is busy (here: held in a memtable rotation's
-//! directory fsync) queue behind it and join its group: none is acknowledged before that
+//! creation of the next WAL) queue behind it and join its group: none is acknowledged before that
 //! group is written, every write is readable, and the late ones add no group of their own.
 
 use crate::common;
 
-use common::hooked_fs::{hold_dir_sync_of, HeldDirSync};
+use common::hooked_fs::{hold_wal_create_of, HeldWalCreate};
 use siltdb::fs::FileSystem;
 use siltdb::Db;
 use std::path::Path;
@@ -18,14 +18,14 @@ const LATE: usize = 3;
 
 #[test]
 fn writers_that_queue_behind_a_lone_leader_join_its_group() {
-    // Holds the writer thread's first directory fsync once armed (a rotation's, which the
+    // Holds the writer thread's first creation of a WAL once armed (a rotation's, which the
     // lone writer's own round runs before it takes its group), until released.
-    let HeldDirSync {
+    let HeldWalCreate {
         fs,
         armed,
         entered: entered_rx,
         release: release_tx,
-    } = hold_dir_sync_of("writer");
+    } = hold_wal_create_of("writer");
     let opts = common::small_options()
         .memtable_size(64 << 10)
         .auto_compaction(false)
@@ -44,7 +44,7 @@ fn writers_that_queue_behind_a_lone_leader_join_its_group() {
         .unwrap();
     entered_rx
         .recv_timeout(Duration::from_secs(20))
-        .expect("the writer reached a rotation's directory fsync");
+        .expect("the writer reached a rotation's creation of the next WAL");
     // The writer leads alone and is inside its rotation: these writers find a leader, queue
     // and wait.
     let started = Arc::new(AtomicUsize::new(0));

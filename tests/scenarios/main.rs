@@ -53,6 +53,7 @@ mod obsolete_files_deleted_in_background;
 mod overwrite_delete_across_levels;
 mod per_write_durability;
 mod power_loss_concurrent_rotation;
+mod power_loss_unsealed_wal;
 mod range_delete_corruption;
 mod range_delete_levels;
 mod range_delete_nested_batch;

@@ -1,12 +1,16 @@
-//! Sealing a full memtable creates the next WAL, fsyncs the directory and fsyncs the old WAL
-//! without holding the database's state lock: while a rotation's directory fsync is held
-//! up, `Db::sync` (which needs that lock) and the background threads still run.
+//! Sealing a full memtable's WAL (its fsync, sync mark and cut, and the directory fsync that
+//! makes the next WAL's name durable) runs on the seal thread, not on the writer that filled
+//! the memtable and not under the database's state lock: while the old WAL's fsync is held
+//! up, another thread's unsynced insert completes and reads go on. What must be durable waits
+//! for it: a `Db::sync` and a synced insert return only once the old WAL is sealed, so that
+//! a power loss never keeps the new WAL's synced writes without the old WAL's. A seal that
+//! fails stops writes, and the sync waiting for it fails.
 
 use crate::common;
 
-use common::hooked_fs::{hold_dir_sync_of, HeldDirSync};
-use siltdb::fs::FileSystem;
-use siltdb::Db;
+use common::hooked_fs::{hold_sync_of_a, HeldDirSync};
+use siltdb::fs::{FaultPlan, FileSystem, MemFs, OpKind};
+use siltdb::{Db, Error, WriteOptions};
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
@@ -14,15 +18,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 #[test]
-fn a_slow_rotation_fsync_does_not_hold_the_state_lock() {
-    // Holds the writer thread's first directory fsync once armed (a rotation's), until the
-    // test releases it.
+fn a_slow_fsync_of_a_rotated_wal_blocks_no_unsynced_writer() {
+    // Holds the first WAL fsync once armed (the old WAL's, in the first seal: no write asks
+    // for one), until the test releases it.
     let HeldDirSync {
         fs,
         armed,
         entered: entered_rx,
         release: release_tx,
-    } = hold_dir_sync_of("writer");
+    } = hold_sync_of_a("wal");
     let dir = Path::new("/db");
     let opts = common::small_options()
         .memtable_size(64 << 10)
@@ -30,38 +34,114 @@ fn a_slow_rotation_fsync_does_not_hold_the_state_lock() {
         .file_system(Arc::new(fs) as Arc<dyn FileSystem>);
     let db = Arc::new(Db::open_with(dir, opts).unwrap());
     armed.store(true, Ordering::SeqCst);
-    let w = db.clone();
-    let writer = std::thread::Builder::new()
-        .name("writer".into())
-        .spawn(move || {
-            // 2,000 x ~130 bytes: several 64 KiB memtables, so a rotation happens.
-            for i in 0..2_000u32 {
-                w.insert(format!("key{i:06}"), [b'v'; 100]).unwrap();
-            }
-        })
-        .unwrap();
+    // 700 x ~130 bytes: one 64 KiB memtable fills, so one rotation happens.
+    for i in 0..700u32 {
+        db.insert(format!("key{i:06}"), [b'v'; 100]).unwrap();
+    }
     entered_rx
         .recv_timeout(Duration::from_secs(20))
-        .expect("the writer reached a rotation's directory fsync");
-    // The writer is inside the rotation now. `sync` takes the state lock first.
+        .expect("the seal reached the old WAL's fsync");
+
+    // While that fsync is held: another thread's unsynced insert completes, and reads work.
     let (done_tx, done_rx) = mpsc::channel();
-    let s = db.clone();
-    let syncer = std::thread::spawn(move || {
-        let r = s.sync();
-        done_tx.send(r.is_ok()).unwrap();
+    let w = db.clone();
+    let inserter = std::thread::spawn(move || {
+        done_tx.send(w.insert("other", "unsynced").is_ok()).unwrap();
     });
-    let synced = done_rx.recv_timeout(Duration::from_secs(10));
-    release_tx.send(()).unwrap();
+    let inserted = done_rx.recv_timeout(Duration::from_secs(10));
     assert_eq!(
-        synced,
+        inserted,
         Ok(true),
-        "Db::sync waited for a rotation's directory fsync"
+        "an unsynced insert waited for another memtable's WAL fsync"
     );
+    inserter.join().unwrap();
+    assert_eq!(db.get("other").unwrap().as_deref(), Some(&b"unsynced"[..]));
+    assert_eq!(db.get("key000000").unwrap().unwrap(), [b'v'; 100]);
+
+    // A sync and a synced insert wait for the old WAL's seal.
+    let (sync_tx, sync_rx) = mpsc::channel();
+    let s = db.clone();
+    let syncer = std::thread::spawn(move || sync_tx.send(s.sync().is_ok()).unwrap());
+    let (synced_tx, synced_rx) = mpsc::channel();
+    let s = db.clone();
+    let synced_writer = std::thread::spawn(move || {
+        let r = s.insert_with("synced", "v", WriteOptions::default().sync(true));
+        synced_tx.send(r.is_ok()).unwrap();
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        sync_rx.try_recv().is_err(),
+        "Db::sync returned before the WAL before it was sealed"
+    );
+    assert!(
+        synced_rx.try_recv().is_err(),
+        "a synced insert returned before the WAL before it was sealed"
+    );
+    release_tx.send(()).unwrap();
+    assert_eq!(sync_rx.recv_timeout(Duration::from_secs(20)), Ok(true));
+    assert_eq!(synced_rx.recv_timeout(Duration::from_secs(20)), Ok(true));
     syncer.join().unwrap();
-    writer.join().unwrap();
-    assert_eq!(db.get("key001999").unwrap().unwrap(), [b'v'; 100]);
-    // The sealed memtables are flushed by the background thread, maybe after the writer is
-    // done: wait for them before counting.
+    synced_writer.join().unwrap();
+    assert_eq!(db.get("synced").unwrap().as_deref(), Some(&b"v"[..]));
     db.wait_for_compactions().unwrap();
     assert!(db.stats().flushes >= 1);
+}
+
+#[test]
+fn a_failed_seal_stops_writes_and_fails_the_sync_that_waits_for_it() {
+    let fs = MemFs::new();
+    let dir = Path::new("/db");
+    let opts = || {
+        common::small_options()
+            .memtable_size(64 << 10)
+            .auto_compaction(false)
+            .file_system(Arc::new(fs.clone()) as Arc<dyn FileSystem>)
+    };
+    let db = Db::open_with(dir, opts()).unwrap();
+    let first_wal: Vec<String> = fs
+        .list(dir)
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.ends_with(".wal"))
+        .collect();
+    assert_eq!(first_wal.len(), 1, "{first_wal:?}");
+    // The first fsync of that WAL is its seal's, after the rotation: it fails.
+    fs.set_fault(Some(FaultPlan {
+        index: 0,
+        kinds: vec![OpKind::Sync],
+        persistent: false,
+        path_contains: Some(first_wal[0].clone()),
+    }));
+    let mut acked = 0u32;
+    for i in 0..700u32 {
+        match db.insert(format!("key{i:06}"), [b'v'; 100]) {
+            Ok(()) => acked += 1,
+            Err(e) => {
+                assert!(matches!(e, Error::Poisoned(_)), "{e:?}");
+                break;
+            }
+        }
+    }
+    // The sync waits for the seal and gets its failure (or, once the seal thread reported
+    // it, the stop it caused).
+    let synced = db.sync();
+    assert!(
+        matches!(synced, Err(Error::Io(_)) | Err(Error::Poisoned(_))),
+        "{synced:?}"
+    );
+    assert_eq!(fs.faults_injected(), 1);
+    fs.set_fault(None);
+    assert!(matches!(db.insert("later", "v"), Err(Error::Poisoned(_))));
+    assert!(matches!(db.sync(), Err(Error::Poisoned(_))));
+    drop(db);
+    // The failed fsync lost the old WAL's unsynced bytes (as a kernel may): the database
+    // opens, and holds a prefix of the acknowledged writes, never a write after a hole.
+    let db = Db::open_with(dir, opts()).expect("open after a failed seal");
+    let held = (0..acked)
+        .take_while(|&i| db.get(format!("key{i:06}")).unwrap().is_some())
+        .count() as u32;
+    for i in held..700 {
+        assert_eq!(db.get(format!("key{i:06}")).unwrap(), None, "key {i}");
+    }
+    assert_eq!(db.get("later").unwrap(), None);
 }

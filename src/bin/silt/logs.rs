@@ -95,7 +95,7 @@ fn finish(
         match end {
             LogEnd::Clean => line(out, "end: clean")?,
             LogEnd::TornTail { offset, bytes } => line(out, &format!("end: torn tail of {bytes} bytes at offset {offset} (an interrupted write; recovery cuts it off)"))?,
-            LogEnd::LostPages { offset, bytes } => line(out, &format!("end: pages lost by a power loss at offset {offset}: the {bytes} bytes from there on hold unsynced writes after a gap; recovery cuts them off (corruption if a later WAL holds records)"))?,
+            LogEnd::LostPages { offset, bytes } => line(out, &format!("end: pages lost by a power loss at offset {offset}: the {bytes} bytes from there on hold unsynced writes after a gap; recovery cuts them off, with any later WAL's records (corruption if a later WAL holds a sync mark)"))?,
             LogEnd::Corrupt { .. } => {}
             other => line(out, &format!("end: {other:?}"))?,
         }

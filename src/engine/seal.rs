@@ -1,0 +1,133 @@
+//! Sealing a full memtable's WAL off the writers' path: after a rotation has put the next WAL
+//! in place, the seal thread syncs the directory (so that the new WAL's name is durable) and
+//! seals the old WAL (fsync, sync mark, cut back to its records, fsync), while writers append
+//! to the new one. Seals run one at a time, oldest first.
+//!
+//! What keeps a power loss to a prefix of the history: the new WAL follows the old one's seal
+//! ([`WalWriter::follow`]), so no fsync of the new WAL (a synced write, `Db::sync`, its own
+//! seal, `close`) returns before the old WAL is durable whole. A power loss before that may
+//! keep pages of the new WAL and lose the end of the old one; every write in the new WAL is
+//! then unsynced, and recovery ends the history where the old WAL ends (`docs/durability.md`).
+//! A seal that fails stops writes (D7), as a failed fsync of the WAL always did; the synced
+//! writes and syncs waiting for it get its error.
+
+use super::Core;
+use crate::error::{io_context, Error};
+use crate::wal::{WalSeal, WalWriter};
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+/// A WAL waiting to be sealed, and where its outcome goes.
+struct SealJob {
+    wal: WalWriter,
+    seal: Arc<WalSeal>,
+}
+
+impl Drop for SealJob {
+    /// A job dropped unfinished (a panic in the seal thread) still answers its waiters, with
+    /// an error, instead of leaving them waiting forever. After a normal seal this does
+    /// nothing: only the first outcome counts.
+    fn drop(&mut self) {
+        self.seal
+            .complete(Err(Error::other("the seal of a WAL was abandoned")));
+    }
+}
+
+/// The WALs waiting for their seal, oldest first, and the seal of every WAL whose memtable is
+/// not flushed yet (the flush writes the memtable only once its WAL is sealed).
+#[derive(Default)]
+pub(super) struct SealQueue {
+    jobs: VecDeque<SealJob>,
+    by_wal: HashMap<u64, Arc<WalSeal>>,
+}
+
+impl SealQueue {
+    /// Queues the seal of `wal` (numbered `number`), whose outcome goes to `seal` (which the
+    /// next WAL follows).
+    pub(super) fn push(&mut self, wal: WalWriter, number: u64, seal: Arc<WalSeal>) {
+        self.by_wal.insert(number, seal.clone());
+        self.jobs.push_back(SealJob { wal, seal });
+    }
+
+    /// The seal of WAL `number`, if it was queued and no one took it yet.
+    pub(super) fn take(&mut self, number: u64) -> Option<Arc<WalSeal>> {
+        self.by_wal.remove(&number)
+    }
+}
+
+impl Core {
+    /// The seal thread: seals queued WALs in order until the database closes (and the queue
+    /// is empty).
+    pub(super) fn seal_loop(self: Arc<Self>) {
+        // A panic in a seal (a bug, or a user's file system) answers the job it ran with an
+        // error as the job unwinds; this answers the jobs still queued behind it, whose
+        // waiters would otherwise wait forever.
+        struct AnswerQueuedOnPanic<'a>(&'a Core);
+        impl Drop for AnswerQueuedOnPanic<'_> {
+            fn drop(&mut self) {
+                if std::thread::panicking() {
+                    let jobs = std::mem::take(&mut self.0.state.lock().seals.jobs);
+                    drop(jobs);
+                }
+            }
+        }
+        let _answer = AnswerQueuedOnPanic(&self);
+        loop {
+            let job = {
+                let mut st = self.state.lock();
+                loop {
+                    if let Some(job) = st.seals.jobs.pop_front() {
+                        break job;
+                    }
+                    if st.life.shutting_down {
+                        return;
+                    }
+                    self.bg_cv.wait(&mut st);
+                }
+            };
+            self.seal(job);
+        }
+    }
+
+    /// Seals every queued WAL on this thread: `close`, after the seal thread stopped, for a
+    /// rotation that ended after it; a flush that needs its WAL sealed.
+    pub(super) fn run_queued_seals(&self) {
+        loop {
+            let job = self.state.lock().seals.jobs.pop_front();
+            match job {
+                Some(job) => self.seal(job),
+                None => return,
+            }
+        }
+    }
+
+    /// Syncs the directory (the next WAL's name), then seals the old WAL. A failure stops
+    /// writes; either way the outcome goes to the waiters.
+    fn seal(&self, mut job: SealJob) {
+        let res = self
+            .fs
+            .sync_dir(&self.dir)
+            .map_err(|e| io_context("sync directory", &self.dir, e))
+            .and_then(|()| job.wal.finish());
+        if let Err(e) = &res {
+            let mut st = self.state.lock();
+            self.poison(&mut st, e);
+        }
+        job.seal.complete(res);
+        self.notify_all();
+    }
+
+    /// Waits until WAL `number` is sealed, if it was given to the seal thread (a flush, before
+    /// it writes that WAL's memtable to a table), sealing the queued WALs on this thread if
+    /// the seal thread has not taken them (it may have stopped for `close`). Seals that run on
+    /// two threads at once still complete in order: each WAL's fsyncs wait for the seal
+    /// before it. The outcome does not matter here: the memtable is in a table, and a failed
+    /// seal already stopped writes.
+    pub(super) fn wait_sealed(&self, number: u64) {
+        let seal = self.state.lock().seals.take(number);
+        if let Some(seal) = seal {
+            self.run_queued_seals();
+            let _ = seal.wait();
+        }
+    }
+}
