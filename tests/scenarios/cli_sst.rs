@@ -507,6 +507,34 @@ fn damaged_fuse_filter_is_an_error_naming_file_and_offset() {
 }
 
 #[test]
+fn a_filter_whose_checksum_fails_leaves_in_table_unknown() {
+    // A flipped Bloom payload byte: the filter's checksum fails, so the table does not open
+    // and nothing says whether it holds a key; a key it holds must not be shown as absent.
+    let dir = tempfile::tempdir().unwrap();
+    let sst = common::build_tables(dir.path(), 2000, 10.0);
+    let p = sst.to_str().unwrap();
+    let (at, _) = filter_block(p);
+    let mut bytes = std::fs::read(&sst).unwrap();
+    bytes[at + 10] ^= 0x20;
+    let bad = dir.path().join("bad.sst");
+    std::fs::write(&bad, &bytes).unwrap();
+    let b = bad.to_str().unwrap();
+
+    let (out, _) = run(silt().args(["sst", "filter", b, "--key", "key00042"]), 2);
+    let probe = out.lines().find(|l| l.starts_with("key ")).expect("a key line");
+    assert!(probe.contains("in table: unknown"), "{out}");
+    assert!(!out.contains("in table: no"), "{out}");
+
+    let (out, _) = run(
+        silt().args(["sst", "filter", b, "--key", "key00042", "--json"]),
+        2,
+    );
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["crc_ok"], false);
+    assert!(v["keys_probed"][0]["in_table"].is_null(), "{v}");
+}
+
+#[test]
 fn ribbon_filter_shows_geometry_key_equations_and_measured_rate() {
     let dir = tempfile::tempdir().unwrap();
     let sst = table_with(
