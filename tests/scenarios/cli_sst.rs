@@ -1,7 +1,7 @@
 //! `silt sst info|filter|dump|verify` on tables built by the test.
 use crate::common;
 
-use common::cli::{json, json_lines, run, silt, stdout};
+use common::cli::{json, json_lines, run, silt, status_into_closed_pipe, stdout};
 use serde_json::Value;
 use siltdb::inspect::filter::fuse_bits_per_key;
 use siltdb::{Db, FilterPolicy, LevelFilter, Options};
@@ -192,20 +192,6 @@ fn verify_passes_clean_tables_and_locates_damage() {
     for args in [&["sst", "verify", p][..], &["sst", "verify", p, "--json"]] {
         assert_eq!(status_into_closed_pipe(args), Some(1), "{args:?}");
     }
-}
-
-/// Runs `silt args...` with its stdout a pipe whose reading end is already closed; returns
-/// its exit status.
-fn status_into_closed_pipe(args: &[&str]) -> Option<i32> {
-    let (reader, writer) = std::io::pipe().unwrap();
-    drop(reader);
-    std::process::Command::new(env!("CARGO_BIN_EXE_silt"))
-        .args(args)
-        .stdout(writer)
-        .stderr(std::process::Stdio::null())
-        .status()
-        .unwrap()
-        .code()
 }
 
 /// One table of `n` keys `key00000..` (no deletions) written with `fingerprint_bits`-bit
@@ -532,6 +518,11 @@ fn a_filter_whose_checksum_fails_leaves_in_table_unknown() {
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["crc_ok"], false);
     assert!(v["keys_probed"][0]["in_table"].is_null(), "{v}");
+
+    // A reader that closed the pipe early does not turn the known corruption into success.
+    for args in [&["sst", "filter", b][..], &["sst", "filter", b, "--json"]] {
+        assert_eq!(status_into_closed_pipe(args), Some(2), "{args:?}");
+    }
 }
 
 #[test]

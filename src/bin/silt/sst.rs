@@ -837,10 +837,17 @@ pub fn filter(args: &FilterArgs, json: bool) -> Result<(), CliError> {
     if let Some(Filter::Bloom(b)) = &decoded {
         add_bloom_fields(&mut doc, b);
     }
-    if json {
-        print_json(&doc)?;
+    let printed = if json {
+        print_json(&doc)
     } else {
-        print_filter_text(&doc)?;
+        print_filter_text(&doc)
+    };
+    // A reader that closed the pipe early ends the output quietly, unless the filter is
+    // known to be corrupt: then the status still says so (as in `verify`).
+    if let Err(e) = printed {
+        if e.code != 0 || crc_ok {
+            return Err(e);
+        }
     }
     if !crc_ok {
         return Err(corrupt_at(
