@@ -13,8 +13,9 @@
 //! applied whole or not at all, which is what makes a batch atomic across a crash.
 //!
 //! Read back, a payload must be one a writer can have produced: its sequence numbers lie in
-//! `1..=MAX_SEQ` (0 is never assigned), `count` fits in its bytes, and inside one file each
-//! record's sequence numbers start above the previous record's.
+//! `1..MAX_SEQ` (0 is never assigned, and `MAX_SEQ` is kept for reads that see every write),
+//! `count` fits in its bytes, and inside one file each record's sequence numbers start above
+//! the previous record's.
 
 use crate::batch::{MAX_KEY_SIZE, MAX_VALUE_SIZE};
 use crate::encoding::{put_bytes, put_u32, put_u64, Reader};
@@ -134,7 +135,7 @@ pub(crate) struct WalBatch {
 
 impl WalBatch {
     /// The sequence number of the last op; `None` for a record without ops. Cannot overflow:
-    /// [`decode_payload`] checked that it is at most [`MAX_SEQ`].
+    /// [`decode_payload`] checked that it is below [`MAX_SEQ`].
     pub(crate) fn last_seq(&self) -> Option<SeqNo> {
         let count = u64::try_from(self.ops.len()).ok()?;
         self.first_seq.checked_add(count.checked_sub(1)?)
@@ -161,10 +162,11 @@ fn check_counts(first_seq: SeqNo, count: u32, ops_len: usize) -> std::result::Re
     if first_seq == 0 {
         return Err("sequence number 0 is never assigned".into());
     }
+    // No writer assigns `MAX_SEQ` itself: reads use it as "newest" (see `engine::write`).
     match first_seq.checked_add(u64::from(count) - 1) {
-        Some(last) if last <= MAX_SEQ => Ok(()),
+        Some(last) if last < MAX_SEQ => Ok(()),
         _ => Err(format!(
-            "{count} ops from sequence number {first_seq} go past the largest, {MAX_SEQ}"
+            "{count} ops from sequence number {first_seq} reach {MAX_SEQ}, which no writer assigns"
         )),
     }
 }
@@ -639,15 +641,19 @@ mod tests {
     #[test]
     fn decode_range_checks_sequence_numbers() {
         assert_eq!(
-            decode_payload(payload(MAX_SEQ, 1)).unwrap().last_seq(),
-            Some(MAX_SEQ)
+            decode_payload(payload(MAX_SEQ - 1, 1)).unwrap().last_seq(),
+            Some(MAX_SEQ - 1)
         );
         assert_eq!(
-            decode_payload(payload(MAX_SEQ - 2, 3)).unwrap().last_seq(),
-            Some(MAX_SEQ)
+            decode_payload(payload(MAX_SEQ - 3, 3)).unwrap().last_seq(),
+            Some(MAX_SEQ - 1)
         );
         assert_eq!(decode_payload(payload(7, 0)).unwrap().last_seq(), None);
+        // A sync mark (no ops) may carry any first_seq up to MAX_SEQ itself.
+        assert_eq!(decode_payload(payload(MAX_SEQ, 0)).unwrap().last_seq(), None);
         for (first, count) in [
+            (MAX_SEQ, 1),       // the last op would get MAX_SEQ, which no writer assigns
+            (MAX_SEQ - 2, 3),   // likewise, reached from below
             (MAX_SEQ, 2),
             (MAX_SEQ + 1, 1),
             (u64::MAX, 1),
@@ -762,7 +768,7 @@ mod tests {
 
     #[test]
     fn open_refuses_a_wal_record_overflowing_the_sequence_numbers() {
-        for (first, count) in [(u64::MAX - 1, 3), (MAX_SEQ, 2), (3, u32::MAX)] {
+        for (first, count) in [(u64::MAX - 1, 3), (MAX_SEQ, 2), (MAX_SEQ, 1), (3, u32::MAX)] {
             let (fs, wal) = db_with_unflushed_wal();
             let mut p = payload(first, count.min(4));
             p[8..12].copy_from_slice(&count.to_le_bytes());

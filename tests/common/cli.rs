@@ -34,3 +34,17 @@ pub fn json_lines(out: &str) -> Vec<Value> {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
 }
+
+/// Runs `silt args...` with its stdout a pipe whose reading end is already closed (as after
+/// `| head -0`); returns its exit status.
+pub fn status_into_closed_pipe(args: &[&str]) -> Option<i32> {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    std::process::Command::new(env!("CARGO_BIN_EXE_silt"))
+        .args(args)
+        .stdout(writer)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap()
+        .code()
+}

@@ -2,7 +2,7 @@
 //! never a panic, a backtrace, or a huge allocation.
 use crate::common;
 
-use common::cli::{run, silt};
+use common::cli::{run, silt, status_into_closed_pipe};
 
 /// Runs every table command on `file` and checks the bad-input contract.
 fn rejects(file: &std::path::Path, expect: &str) {
@@ -196,6 +196,17 @@ fn a_log_record_that_does_not_decode_fails_the_dump() {
     let (out, err) = run(silt().args(["manifest", "dump"]).arg(dir.path()), 2);
     assert!(out.contains("crc ok: MALFORMED"), "{out}");
     assert!(err.contains("at offset 0"), "{err}");
+    // A reader that closed the pipe early (`| head -1`) cuts the dump short, not its
+    // verdict.
+    let (w, d) = (wal.to_str().unwrap(), dir.path().to_str().unwrap());
+    for args in [
+        &["wal", "dump", w][..],
+        &["wal", "dump", w, "--json"],
+        &["manifest", "dump", d],
+        &["manifest", "dump", d, "--json"],
+    ] {
+        assert_eq!(status_into_closed_pipe(args), Some(2), "{args:?}");
+    }
 }
 
 /// Runs `silt args...` with its stdout on `/dev/full`: every write fails with ENOSPC.
@@ -273,6 +284,12 @@ fn wal_dump_refuses_a_manifest_and_reports_what_recovery_refuses() {
     assert!(out.contains("REFUSED by recovery"), "{out}");
     assert!(err.contains(&format!("at offset {end}")), "{err}");
     assert!(err.contains("go backwards"), "{err}");
+    // Refused after the first line: a reader that closed the pipe (`| head -1`) before it
+    // does not turn the verdict into success.
+    let w = wal.to_str().unwrap();
+    for args in [&["wal", "dump", w][..], &["wal", "dump", w, "--json"]] {
+        assert_eq!(status_into_closed_pipe(args), Some(2), "{args:?}");
+    }
     assert!(matches!(
         siltdb::Db::open(dir.path()),
         Err(siltdb::Error::Corruption { .. })
@@ -303,6 +320,10 @@ fn manifest_dump_reports_edits_recovery_refuses() {
     let (out, err) = run(silt().args(["manifest", "dump"]).arg(dir.path()), 2);
     assert!(out.contains("end: clean"), "{out}");
     assert!(err.contains(&format!("at offset {at}")), "{err}");
+    let d = dir.path().to_str().unwrap();
+    for args in [&["manifest", "dump", d][..], &["manifest", "dump", d, "--json"]] {
+        assert_eq!(status_into_closed_pipe(args), Some(2), "{args:?}");
+    }
     assert!(matches!(
         siltdb::Db::open(dir.path()),
         Err(siltdb::Error::Corruption { .. })

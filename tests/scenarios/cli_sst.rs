@@ -1,7 +1,7 @@
 //! `silt sst info|filter|dump|verify` on tables built by the test.
 use crate::common;
 
-use common::cli::{json, json_lines, run, silt, stdout};
+use common::cli::{json, json_lines, run, silt, status_into_closed_pipe, stdout};
 use serde_json::Value;
 use siltdb::inspect::filter::fuse_bits_per_key;
 use siltdb::{Db, FilterPolicy, LevelFilter, Options};
@@ -192,20 +192,6 @@ fn verify_passes_clean_tables_and_locates_damage() {
     for args in [&["sst", "verify", p][..], &["sst", "verify", p, "--json"]] {
         assert_eq!(status_into_closed_pipe(args), Some(1), "{args:?}");
     }
-}
-
-/// Runs `silt args...` with its stdout a pipe whose reading end is already closed; returns
-/// its exit status.
-fn status_into_closed_pipe(args: &[&str]) -> Option<i32> {
-    let (reader, writer) = std::io::pipe().unwrap();
-    drop(reader);
-    std::process::Command::new(env!("CARGO_BIN_EXE_silt"))
-        .args(args)
-        .stdout(writer)
-        .stderr(std::process::Stdio::null())
-        .status()
-        .unwrap()
-        .code()
 }
 
 /// One table of `n` keys `key00000..` (no deletions) written with `fingerprint_bits`-bit
@@ -503,6 +489,39 @@ fn damaged_fuse_filter_is_an_error_naming_file_and_offset() {
                 "{cmd} at +{field}: {err}"
             );
         }
+    }
+}
+
+#[test]
+fn a_filter_whose_checksum_fails_leaves_in_table_unknown() {
+    // A flipped Bloom payload byte: the filter's checksum fails, so the table does not open
+    // and nothing says whether it holds a key; a key it holds must not be shown as absent.
+    let dir = tempfile::tempdir().unwrap();
+    let sst = common::build_tables(dir.path(), 2000, 10.0);
+    let p = sst.to_str().unwrap();
+    let (at, _) = filter_block(p);
+    let mut bytes = std::fs::read(&sst).unwrap();
+    bytes[at + 10] ^= 0x20;
+    let bad = dir.path().join("bad.sst");
+    std::fs::write(&bad, &bytes).unwrap();
+    let b = bad.to_str().unwrap();
+
+    let (out, _) = run(silt().args(["sst", "filter", b, "--key", "key00042"]), 2);
+    let probe = out.lines().find(|l| l.starts_with("key ")).expect("a key line");
+    assert!(probe.contains("in table: unknown"), "{out}");
+    assert!(!out.contains("in table: no"), "{out}");
+
+    let (out, _) = run(
+        silt().args(["sst", "filter", b, "--key", "key00042", "--json"]),
+        2,
+    );
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["crc_ok"], false);
+    assert!(v["keys_probed"][0]["in_table"].is_null(), "{v}");
+
+    // A reader that closed the pipe early does not turn the known corruption into success.
+    for args in [&["sst", "filter", b][..], &["sst", "filter", b, "--json"]] {
+        assert_eq!(status_into_closed_pipe(args), Some(2), "{args:?}");
     }
 }
 

@@ -81,11 +81,14 @@ struct MemoryJson {
     block_cache_bytes: u64,
 }
 
-/// Bytes of the WALs numbered at or above `log_number` (those not yet flushed).
+/// Bytes of the WALs numbered at or above `log_number` (those not yet flushed). A directory
+/// that cannot be listed is an input error naming it (never an "output error").
 fn unflushed_wal_bytes(dir: &Path, log_number: u64) -> Result<u64, CliError> {
+    let unlisted =
+        |e: std::io::Error| CliError::input(format!("cannot list {}: {e}", dir.display()));
     let mut total = 0;
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
+    for entry in std::fs::read_dir(dir).map_err(unlisted)? {
+        let entry = entry.map_err(unlisted)?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
         if let Some(siltdb::inspect::files::FileKind::Wal(n)) = siltdb::inspect::files::parse(name)
@@ -444,4 +447,22 @@ pub fn get(args: &GetArgs, json: bool) -> Result<(), CliError> {
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directory_that_cannot_be_listed_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let gone = dir.path().join("gone");
+        let e = unflushed_wal_bytes(&gone, 1).unwrap_err();
+        assert_eq!(e.code, 2);
+        assert!(
+            e.message.contains(&gone.display().to_string()) && !e.message.contains("output"),
+            "{}",
+            e.message
+        );
+    }
 }

@@ -1,6 +1,6 @@
 //! `silt wal dump` and `silt manifest dump`.
 
-use crate::output::{line, show, CliError};
+use crate::output::{line, show, CliError, DiscardAfterClosedPipe};
 use serde::Serialize;
 use siltdb::inspect::{self, LogEnd, LogRecord};
 use std::path::Path;
@@ -122,7 +122,8 @@ pub fn wal_dump(file: &Path, hex: bool, json: bool) -> Result<(), CliError> {
         )));
     }
     let (records, end) = read(file)?;
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    // A reader that stops early (`| head -1`) cuts the dump short, not its verdict.
+    let mut out = std::io::BufWriter::new(DiscardAfterClosedPipe::new(std::io::stdout().lock()));
     // The first record recovery would refuse though its checksum is right, and why.
     let mut refused: Option<(u64, String)> = None;
     let mut prev_last: Option<u64> = None;
@@ -276,7 +277,8 @@ pub fn manifest_dump(dir: &Path, json: bool) -> Result<(), CliError> {
     }
     let path = inspect::current_manifest(dir)?;
     let (records, end) = read(&path)?;
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    // A reader that stops early (`| head -1`) cuts the dump short, not its verdict.
+    let mut out = std::io::BufWriter::new(DiscardAfterClosedPipe::new(std::io::stdout().lock()));
     if !json {
         line(&mut out, &format!("manifest {}", path.display()))?;
     }

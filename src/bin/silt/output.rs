@@ -168,6 +168,54 @@ pub fn flush(out: &mut impl Write) -> Result<(), CliError> {
     }
 }
 
+/// A writer that, once its reader has closed the pipe, drops what is written instead of
+/// failing. For a dump whose exit status depends on records it prints after the reader may
+/// have stopped (`silt wal dump BAD.wal | head -1`): the dump runs on to its verdict, and a
+/// corrupt file still exits non-zero. Any other write failure is returned as it is.
+pub struct DiscardAfterClosedPipe<W> {
+    inner: W,
+    closed: bool,
+}
+
+impl<W: Write> DiscardAfterClosedPipe<W> {
+    /// Writes to `inner` until a write finds the pipe closed.
+    pub fn new(inner: W) -> Self {
+        DiscardAfterClosedPipe {
+            inner,
+            closed: false,
+        }
+    }
+
+    /// `r`, with a closed pipe remembered and turned into `Ok(ok)`.
+    fn absorb<T>(&mut self, r: io::Result<T>, ok: T) -> io::Result<T> {
+        match r {
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+                self.closed = true;
+                Ok(ok)
+            }
+            r => r,
+        }
+    }
+}
+
+impl<W: Write> Write for DiscardAfterClosedPipe<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.closed {
+            return Ok(buf.len());
+        }
+        let r = self.inner.write(buf);
+        self.absorb(r, buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        let r = self.inner.flush();
+        self.absorb(r, ())
+    }
+}
+
 /// Prints a JSON document on one line.
 pub fn print_json(value: &impl serde::Serialize) -> Result<(), CliError> {
     let mut out = io::stdout().lock();
@@ -178,6 +226,42 @@ pub fn print_json(value: &impl serde::Serialize) -> Result<(), CliError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Fails every write with `kind`, counting the attempts.
+    struct Failing {
+        kind: io::ErrorKind,
+        attempts: u32,
+    }
+
+    impl Write for Failing {
+        fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+            self.attempts += 1;
+            Err(io::Error::from(self.kind))
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            self.attempts += 1;
+            Err(io::Error::from(self.kind))
+        }
+    }
+
+    #[test]
+    fn a_closed_pipe_is_absorbed_and_other_failures_are_not() {
+        let mut w = DiscardAfterClosedPipe::new(Failing {
+            kind: io::ErrorKind::BrokenPipe,
+            attempts: 0,
+        });
+        assert!(line(&mut w, "one").is_ok());
+        assert!(line(&mut w, "two").is_ok());
+        assert!(flush(&mut w).is_ok());
+        // After the first failure nothing more reaches the closed pipe.
+        assert_eq!(w.inner.attempts, 1);
+        let mut w = DiscardAfterClosedPipe::new(Failing {
+            kind: io::ErrorKind::Other,
+            attempts: 0,
+        });
+        assert_eq!(line(&mut w, "one").map_err(|e| e.code).unwrap_err(), 2);
+    }
 
     #[test]
     fn escape_and_parse_roundtrip() {

@@ -363,7 +363,9 @@ struct KeyProbe {
     fuse: Option<FuseKeyProbe>,
     /// Ribbon: the key's window, coefficients and columns (null for other kinds).
     ribbon: Option<RibbonKeyProbe>,
-    in_table: bool,
+    /// Whether the table holds the key; null when the table could not be opened (its filter
+    /// checksum fails), so that a damaged filter never makes a stored key read as absent.
+    in_table: Option<bool>,
 }
 
 /// A binary fuse filter's parameters, from its trailer (and its array, once decoded).
@@ -671,7 +673,8 @@ fn verdict(may_contain: bool) -> &'static str {
     }
 }
 
-/// The filter's answer for one key, and why (a filter that did not decode says "maybe").
+/// The filter's answer for one key, and why (a filter that did not decode says "maybe"), and
+/// whether `t` holds it (unknown without `t`).
 fn probe_one(
     key: &[u8],
     shown: String,
@@ -687,8 +690,8 @@ fn probe_one(
         fuse: None,
         ribbon: None,
         in_table: match t {
-            Some(t) => t.find(key)?.is_some(),
-            None => false,
+            Some(t) => Some(t.find(key)?.is_some()),
+            None => None,
         },
     };
     match f {
@@ -834,10 +837,17 @@ pub fn filter(args: &FilterArgs, json: bool) -> Result<(), CliError> {
     if let Some(Filter::Bloom(b)) = &decoded {
         add_bloom_fields(&mut doc, b);
     }
-    if json {
-        print_json(&doc)?;
+    let printed = if json {
+        print_json(&doc)
     } else {
-        print_filter_text(&doc)?;
+        print_filter_text(&doc)
+    };
+    // A reader that closed the pipe early ends the output quietly, unless the filter is
+    // known to be corrupt: then the status still says so (as in `verify`).
+    if let Err(e) = printed {
+        if e.code != 0 || crc_ok {
+            return Err(e);
+        }
     }
     if !crc_ok {
         return Err(corrupt_at(
@@ -1124,7 +1134,12 @@ fn key_probe_text(k: &KeyProbe, digits: usize) -> String {
         "key {:<24} {:<17}{why}; in table: {}",
         k.key,
         k.verdict,
-        if k.in_table { "yes" } else { "no" }
+        match k.in_table {
+            Some(true) => "yes",
+            Some(false) => "no",
+            // Only a filter whose checksum fails leaves the table unopened (see `filter`).
+            None => "unknown (the table did not open: its filter checksum fails)",
+        }
     )
 }
 
