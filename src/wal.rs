@@ -650,10 +650,13 @@ mod tests {
         );
         assert_eq!(decode_payload(payload(7, 0)).unwrap().last_seq(), None);
         // A sync mark (no ops) may carry any first_seq up to MAX_SEQ itself.
-        assert_eq!(decode_payload(payload(MAX_SEQ, 0)).unwrap().last_seq(), None);
+        assert_eq!(
+            decode_payload(payload(MAX_SEQ, 0)).unwrap().last_seq(),
+            None
+        );
         for (first, count) in [
-            (MAX_SEQ, 1),       // the last op would get MAX_SEQ, which no writer assigns
-            (MAX_SEQ - 2, 3),   // likewise, reached from below
+            (MAX_SEQ, 1),     // the last op would get MAX_SEQ, which no writer assigns
+            (MAX_SEQ - 2, 3), // likewise, reached from below
             (MAX_SEQ, 2),
             (MAX_SEQ + 1, 1),
             (u64::MAX, 1),

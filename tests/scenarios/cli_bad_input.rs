@@ -321,7 +321,10 @@ fn manifest_dump_reports_edits_recovery_refuses() {
     assert!(out.contains("end: clean"), "{out}");
     assert!(err.contains(&format!("at offset {at}")), "{err}");
     let d = dir.path().to_str().unwrap();
-    for args in [&["manifest", "dump", d][..], &["manifest", "dump", d, "--json"]] {
+    for args in [
+        &["manifest", "dump", d][..],
+        &["manifest", "dump", d, "--json"],
+    ] {
         assert_eq!(status_into_closed_pipe(args), Some(2), "{args:?}");
     }
     assert!(matches!(

@@ -507,7 +507,10 @@ fn a_filter_whose_checksum_fails_leaves_in_table_unknown() {
     let b = bad.to_str().unwrap();
 
     let (out, _) = run(silt().args(["sst", "filter", b, "--key", "key00042"]), 2);
-    let probe = out.lines().find(|l| l.starts_with("key ")).expect("a key line");
+    let probe = out
+        .lines()
+        .find(|l| l.starts_with("key "))
+        .expect("a key line");
     assert!(probe.contains("in table: unknown"), "{out}");
     assert!(!out.contains("in table: no"), "{out}");
 
