@@ -400,6 +400,13 @@ impl WalWriter {
         self.run(op)
     }
 
+    /// The seal of the WAL before this one, while this WAL has not seen it complete: a caller
+    /// that must not hold the lock around this writer while it waits (`Db::sync`, whose wait
+    /// would hold up unsynced writers) waits on it first.
+    pub(crate) fn previous_seal(&self) -> Option<Arc<WalSeal>> {
+        self.after.clone()
+    }
+
     /// Waits until the WAL before this one is sealed, if it is not yet (see
     /// [`follow`](Self::follow)): what every fsync of this WAL does first. A caller that times
     /// its fsync calls this before it starts the clock. Errors: the seal's failure, which

@@ -214,11 +214,13 @@ impl Core {
     /// thread still held after `Db::flush` returned would keep the tables a later compaction
     /// makes obsolete on disk past `wait_for_compactions`.
     fn flush_one(&self, imm: &Arc<Memtable>, next_wal: u64, version: Arc<Version>) -> Result<()> {
-        // A memtable goes to a table only once its WAL is sealed (durable whole): a table on
-        // disk with writes that a power loss took from the unsealed end of the WAL would read
-        // as a lost manifest edit at the next open. Its WAL is also removed below, which the
-        // seal must not race.
-        self.wait_sealed(imm.wal_number());
+        // A memtable goes to a table only once its WAL is sealed (durable whole), and never if
+        // the seal failed: a table on disk with writes that a power loss took from the WAL
+        // would read as a lost manifest edit at the next open. Its WAL is also removed below,
+        // which the seal must not race.
+        // (A failed seal stopped writes: flushing is over until a reopen.)
+        self.wait_sealed(imm.wal_number())
+            .map_err(Error::into_poison)?;
         let numbers = self.file_numbers.clone();
         let ctx = self.job_context(&numbers);
         let out = compaction::flush_memtable(&ctx, imm, &version, self.read.smallest_snapshot());

@@ -12,7 +12,7 @@
 //! writes and syncs waiting for it get its error.
 
 use super::Core;
-use crate::error::{io_context, Error};
+use crate::error::{io_context, Error, Result};
 use crate::wal::{WalSeal, WalWriter};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -34,7 +34,8 @@ impl Drop for SealJob {
 }
 
 /// The WALs waiting for their seal, oldest first, and the seal of every WAL whose memtable is
-/// not flushed yet (the flush writes the memtable only once its WAL is sealed).
+/// not flushed yet (the flush writes the memtable only once its WAL is sealed, and never if
+/// the seal failed).
 #[derive(Default)]
 pub(super) struct SealQueue {
     jobs: VecDeque<SealJob>,
@@ -47,11 +48,6 @@ impl SealQueue {
     pub(super) fn push(&mut self, wal: WalWriter, number: u64, seal: Arc<WalSeal>) {
         self.by_wal.insert(number, seal.clone());
         self.jobs.push_back(SealJob { wal, seal });
-    }
-
-    /// The seal of WAL `number`, if it was queued and no one took it yet.
-    pub(super) fn take(&mut self, number: u64) -> Option<Arc<WalSeal>> {
-        self.by_wal.remove(&number)
     }
 }
 
@@ -121,13 +117,19 @@ impl Core {
     /// it writes that WAL's memtable to a table), sealing the queued WALs on this thread if
     /// the seal thread has not taken them (it may have stopped for `close`). Seals that run on
     /// two threads at once still complete in order: each WAL's fsyncs wait for the seal
-    /// before it. The outcome does not matter here: the memtable is in a table, and a failed
-    /// seal already stopped writes.
-    pub(super) fn wait_sealed(&self, number: u64) {
-        let seal = self.state.lock().seals.take(number);
-        if let Some(seal) = seal {
-            self.run_queued_seals();
-            let _ = seal.wait();
-        }
+    /// before it.
+    ///
+    /// Errors: the seal's failure (which already stopped writes), for every call: the flush
+    /// must not write a table of writes its WAL may have lost, which a power loss before the
+    /// manifest edit would leave as a table no WAL accounts for.
+    pub(super) fn wait_sealed(&self, number: u64) -> Result<()> {
+        let seal = self.state.lock().seals.by_wal.get(&number).cloned();
+        let Some(seal) = seal else {
+            return Ok(());
+        };
+        self.run_queued_seals();
+        seal.wait()?;
+        self.state.lock().seals.by_wal.remove(&number);
+        Ok(())
     }
 }

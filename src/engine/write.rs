@@ -751,6 +751,12 @@ impl Core {
     /// Fsyncs the WAL; a failure stops writes.
     pub(crate) fn sync_wal(&self) -> Result<()> {
         self.check_writable()?;
+        // Wait for a seal under way without the WAL lock, which unsynced writers need; its
+        // outcome is taken below, under the lock.
+        let pending = self.wal.lock().as_ref().and_then(WalWriter::previous_seal);
+        if let Some(seal) = pending {
+            let _ = seal.wait();
+        }
         let res = match self.wal.lock().as_mut() {
             Some(w) => w.wait_for_previous_seal().and_then(|()| {
                 let started = Instant::now();

@@ -58,10 +58,23 @@ fn a_slow_fsync_of_a_rotated_wal_blocks_no_unsynced_writer() {
     assert_eq!(db.get("other").unwrap().as_deref(), Some(&b"unsynced"[..]));
     assert_eq!(db.get("key000000").unwrap().unwrap(), [b'v'; 100]);
 
-    // A sync and a synced insert wait for the old WAL's seal.
+    // A sync and a synced insert wait for the old WAL's seal; an unsynced insert does not
+    // wait for the waiting sync.
     let (sync_tx, sync_rx) = mpsc::channel();
     let s = db.clone();
     let syncer = std::thread::spawn(move || sync_tx.send(s.sync().is_ok()).unwrap());
+    std::thread::sleep(Duration::from_millis(100));
+    let (done_tx, done_rx) = mpsc::channel();
+    let w = db.clone();
+    let inserter = std::thread::spawn(move || {
+        done_tx.send(w.insert("during", "sync").is_ok()).unwrap();
+    });
+    assert_eq!(
+        done_rx.recv_timeout(Duration::from_secs(10)),
+        Ok(true),
+        "an unsynced insert waited for a Db::sync that waits for a seal"
+    );
+    inserter.join().unwrap();
     let (synced_tx, synced_rx) = mpsc::channel();
     let s = db.clone();
     let synced_writer = std::thread::spawn(move || {
@@ -132,6 +145,16 @@ fn a_failed_seal_stops_writes_and_fails_the_sync_that_waits_for_it() {
     assert_eq!(fs.faults_injected(), 1);
     fs.set_fault(None);
     assert!(matches!(db.insert("later", "v"), Err(Error::Poisoned(_))));
+    // The memtable whose WAL failed its seal is never written to a table: a table of writes
+    // the WAL may have lost would outlive them after a power loss.
+    std::thread::sleep(Duration::from_millis(300));
+    let tables: Vec<String> = fs
+        .list(dir)
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.ends_with(".sst"))
+        .collect();
+    assert!(tables.is_empty(), "{tables:?}");
     assert!(matches!(db.sync(), Err(Error::Poisoned(_))));
     drop(db);
     // The failed fsync lost the old WAL's unsynced bytes (as a kernel may): the database
