@@ -1,7 +1,8 @@
 //! Sealing a full memtable's WAL off the writers' path: after a rotation has put the next WAL
 //! in place, the seal thread syncs the directory (so that the new WAL's name is durable) and
 //! seals the old WAL (fsync, sync mark, cut back to its records, fsync), while writers append
-//! to the new one. Seals run one at a time, oldest first.
+//! to the new one. Seals complete oldest first: a flush that needs its WAL sealed may run a
+//! queued seal itself, and each WAL's fsyncs wait for the seal before it.
 //!
 //! What keeps a power loss to a prefix of the history: the new WAL follows the old one's seal
 //! ([`WalWriter::follow`]), so no fsync of the new WAL (a synced write, `Db::sync`, its own
