@@ -153,8 +153,9 @@ pub(super) fn recover(
                     offset: batch.offset,
                     why: "its first write does not follow the last write of the WALs before it",
                     dropped: 0,
-                    counted: false,
                 });
+                // (A cut at lost pages is counted below as the torn tail it is.)
+                Counters::add(&counters.wal_torn_tails, 1);
             }
             if !batch.ops.is_empty() {
                 first_in_file = false;
@@ -197,7 +198,6 @@ pub(super) fn recover(
                         offset: at,
                         why: "it was cut at pages lost unsynced",
                         dropped: 0,
-                        counted: true,
                     });
                 }
             } else {
@@ -221,9 +221,6 @@ pub(super) fn recover(
                 end.why,
                 end.dropped
             );
-            if !end.counted {
-                Counters::add(&counters.wal_torn_tails, 1);
-            }
         }
     }
     let last_seq = seqs.last;
@@ -313,8 +310,6 @@ struct LostEnd {
     why: &'static str,
     /// Records with writes dropped after it.
     dropped: u64,
-    /// Already counted in `Stats::wal_torn_tails` (as the cut it is).
-    counted: bool,
 }
 
 impl LostEnd {

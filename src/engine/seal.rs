@@ -98,14 +98,18 @@ impl Core {
         }
     }
 
-    /// Syncs the directory (the next WAL's name), then seals the old WAL. A failure stops
-    /// writes; either way the outcome goes to the waiters.
-    fn seal(&self, mut job: SealJob) {
-        let res = self
-            .fs
+    /// Syncs the directory (so that the next WAL's name is durable), then seals `old`
+    /// (fsync, sync mark, cut, fsync): on the seal thread, or inline for `Db::flush`.
+    pub(super) fn seal_wal(&self, old: &mut WalWriter) -> Result<()> {
+        self.fs
             .sync_dir(&self.dir)
-            .map_err(|e| io_context("sync directory", &self.dir, e))
-            .and_then(|()| job.wal.finish());
+            .map_err(|e| io_context("sync directory", &self.dir, e))?;
+        old.finish()
+    }
+
+    /// Seals a queued WAL. A failure stops writes; either way the outcome goes to the waiters.
+    fn seal(&self, mut job: SealJob) {
+        let res = self.seal_wal(&mut job.wal);
         if let Err(e) = &res {
             let mut st = self.state.lock();
             self.poison(&mut st, e);

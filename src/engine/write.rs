@@ -13,7 +13,7 @@
 
 use super::{Core, State};
 use crate::batch::WriteBatch;
-use crate::error::{io_context, Error, Result};
+use crate::error::{Error, Result};
 use crate::filename;
 use crate::key::{SeqNo, ValueKind, MAX_SEQ};
 use crate::memtable::Memtable;
@@ -669,19 +669,13 @@ impl Core {
                 WalWriter::create(self.fs.as_ref(), &path, number, self.opts.log_writes)?;
             // Its first space is allocated in the background meanwhile.
             new_wal.expect_appends();
-            if inline {
-                self.fs
-                    .sync_dir(&self.dir)
-                    .map_err(|e| io_context("sync directory", &self.dir, e))?;
-            }
             let mut wal = self.wal.lock();
             // `close` took the WAL while the lock was released: nothing more is written.
             let old = wal.as_mut().ok_or(Error::Closed)?;
             if inline {
-                // Sync the old WAL so that a power loss keeps a prefix of the history: the
-                // new WAL may be synced later while the old one is not. (`finish` also gives
-                // back the space allocated ahead of the writer.)
-                old.finish()?;
+                // Seal the old WAL so that a power loss keeps a prefix of the history: the
+                // new WAL may be synced later while the old one is not.
+                self.seal_wal(old)?;
                 *wal = Some(new_wal);
                 return Ok(None);
             }
