@@ -417,7 +417,8 @@ impl RecordReader {
             }
             // A page in its middle lost while its last one was written (its fsync never
             // returned: a large manifest edit, or a WAL batch). In a WAL that is a lost-page
-            // cut, which recovery accepts only in the last WAL with records.
+            // cut, which recovery reads as the end of the history (unless a later sync mark
+            // proves a later fsync returned).
             if self.looks_like_lost_pages(offset, start + len)? {
                 return Ok(if self.sync_mark.is_some() {
                     Verdict::LostPages

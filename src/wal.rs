@@ -236,6 +236,11 @@ impl WalSeal {
         self.done.notify_all();
     }
 
+    /// True once the seal has an outcome (a wait would return at once).
+    pub(crate) fn is_complete(&self) -> bool {
+        self.outcome.lock().is_some()
+    }
+
     /// Waits until the seal is complete and returns its outcome.
     pub(crate) fn wait(&self) -> Result<()> {
         let mut o = self.outcome.lock();

@@ -221,6 +221,9 @@ impl Core {
                 panic_message(&**payload)
             ))),
         };
+        // After a panic in the seals `close` ran, the ones behind it are answered (with an
+        // error) here; normally none is left.
+        self.abandon_seals();
         self.env.obsolete.close();
         self.env.caches.files.close_all();
         // The directory lock goes before the close counts as done: a call that waited for

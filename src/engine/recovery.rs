@@ -186,6 +186,9 @@ pub(super) fn recover(
             Ok(())
         })?;
         if let Some(at) = tail.torn_at {
+            // Inside a history that already ended (a gap, or lost pages, in this WAL or an
+            // earlier one) the tail is part of what that end dropped, counted once there.
+            let counted = lost_end.is_none();
             if tail.lost_pages {
                 log::warn!(
                     "{}: cut at offset {at}: pages there were lost (a power loss before they were synced) while later ones were written; {} bytes of unsynced writes after them are dropped",
@@ -207,15 +210,17 @@ pub(super) fn recover(
                     tail.dropped_bytes
                 );
             }
-            Counters::add(&counters.wal_torn_tails, 1);
-            Counters::add(&counters.wal_torn_bytes, tail.dropped_bytes);
+            if counted {
+                Counters::add(&counters.wal_torn_tails, 1);
+                Counters::add(&counters.wal_torn_bytes, tail.dropped_bytes);
+            }
         }
         log::info!("{}: replayed", path.display());
     }
     if let Some(end) = &lost_end {
         if end.dropped > 0 {
             log::warn!(
-                "{}: the history ends at offset {} ({}): {} later records in later WALs were never synced and are dropped",
+                "{}: the history ends at offset {} ({}): {} later records were never synced and are dropped",
                 end.path.display(),
                 end.offset,
                 end.why,

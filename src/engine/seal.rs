@@ -41,14 +41,30 @@ impl Drop for SealJob {
 pub(super) struct SealQueue {
     jobs: VecDeque<SealJob>,
     by_wal: HashMap<u64, Arc<WalSeal>>,
+    /// No one will run a queued seal any more (the seal thread panicked, or `close` did while
+    /// it ran the last ones): a seal queued from now on is answered with an error at once.
+    abandoned: bool,
 }
 
 impl SealQueue {
     /// Queues the seal of `wal` (numbered `number`), whose outcome goes to `seal` (which the
-    /// next WAL follows).
+    /// next WAL follows). On an abandoned queue the seal fails at once (the job's drop
+    /// answers it), rather than leave a synced write or `Db::sync` waiting for it forever.
     pub(super) fn push(&mut self, wal: WalWriter, number: u64, seal: Arc<WalSeal>) {
         self.by_wal.insert(number, seal.clone());
-        self.jobs.push_back(SealJob { wal, seal });
+        let job = SealJob { wal, seal };
+        if self.abandoned {
+            drop(job);
+            return;
+        }
+        self.jobs.push_back(job);
+    }
+
+    /// Marks the queue abandoned and returns the jobs still in it, for the caller to drop
+    /// (which answers each with an error) once it has let go of the state lock.
+    fn abandon(&mut self) -> VecDeque<SealJob> {
+        self.abandoned = true;
+        std::mem::take(&mut self.jobs)
     }
 }
 
@@ -57,14 +73,13 @@ impl Core {
     /// is empty).
     pub(super) fn seal_loop(self: Arc<Self>) {
         // A panic in a seal (a bug, or a user's file system) answers the job it ran with an
-        // error as the job unwinds; this answers the jobs still queued behind it, whose
-        // waiters would otherwise wait forever.
+        // error as the job unwinds; this answers the jobs still queued behind it, and any
+        // queued later, whose waiters would otherwise wait forever.
         struct AnswerQueuedOnPanic<'a>(&'a Core);
         impl Drop for AnswerQueuedOnPanic<'_> {
             fn drop(&mut self) {
                 if std::thread::panicking() {
-                    let jobs = std::mem::take(&mut self.0.state.lock().seals.jobs);
-                    drop(jobs);
+                    self.0.abandon_seals();
                 }
             }
         }
@@ -96,6 +111,13 @@ impl Core {
                 None => return,
             }
         }
+    }
+
+    /// Answers every queued seal, and every seal queued from now on, with an error: no thread
+    /// will run them (the seal thread panicked, or `close` did while running them).
+    pub(super) fn abandon_seals(&self) {
+        let jobs = self.state.lock().seals.abandon();
+        drop(jobs);
     }
 
     /// Syncs the directory (so that the next WAL's name is durable), then seals `old`
@@ -136,5 +158,41 @@ impl Core {
         seal.wait()?;
         self.state.lock().seals.by_wal.remove(&number);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::{FileSystem, MemFs};
+    use crate::options::LogWrites;
+    use std::path::Path;
+
+    fn writer(fs: &MemFs, number: u64) -> WalWriter {
+        let path = Path::new("/db").join(format!("{number:06}.wal"));
+        WalWriter::create(fs, &path, number, LogWrites::Syscall).unwrap()
+    }
+
+    /// Once abandoned (the seal thread panicked), a queue answers the seals it held, and
+    /// every seal queued later, with an error at once: no waiter waits for a seal no thread
+    /// will run.
+    #[test]
+    fn an_abandoned_queue_answers_held_and_later_seals_with_an_error() {
+        let fs = MemFs::new();
+        fs.create_dir_all(Path::new("/db")).unwrap();
+        let mut q = SealQueue::default();
+        let (a, b) = (Arc::new(WalSeal::default()), Arc::new(WalSeal::default()));
+        q.push(writer(&fs, 1), 1, a.clone());
+        q.push(writer(&fs, 2), 2, b.clone());
+        assert!(!a.is_complete() && !b.is_complete());
+        drop(q.abandon());
+        assert!(a.wait().is_err() && b.wait().is_err());
+        let later = Arc::new(WalSeal::default());
+        q.push(writer(&fs, 3), 3, later.clone());
+        assert!(later.is_complete());
+        assert!(later.wait().is_err());
+        assert!(q.jobs.is_empty());
+        // The flush of the memtable of WAL 3 still finds its (failed) seal.
+        assert!(q.by_wal.get(&3).is_some_and(|s| s.wait().is_err()));
     }
 }

@@ -732,7 +732,9 @@ impl Core {
             }
             self.done_cv.wait_for(&mut st, Duration::from_millis(100));
         }
-        Ok(())
+        drop(st);
+        // The flushed memtables' WALs are deleted by the purge thread.
+        self.wait_for_purge()
     }
 
     /// Counts one WAL fsync that took `took`.
@@ -746,17 +748,25 @@ impl Core {
     pub(crate) fn sync_wal(&self) -> Result<()> {
         self.check_writable()?;
         // Wait for a seal under way without the WAL lock, which unsynced writers need; its
-        // outcome is taken below, under the lock.
-        let pending = self.wal.lock().as_ref().and_then(WalWriter::previous_seal);
-        if let Some(seal) = pending {
-            let _ = seal.wait();
-        }
-        let res = match self.wal.lock().as_mut() {
-            Some(w) => w.wait_for_previous_seal().and_then(|()| {
-                let started = Instant::now();
-                w.sync().map(|()| self.count_wal_sync(started.elapsed()))
-            }),
-            None => Err(Error::Closed),
+        // outcome is taken under the lock. A rotation meanwhile may put a WAL whose own
+        // previous seal is under way in its place: wait for that one the same way.
+        let res = loop {
+            let mut wal = self.wal.lock();
+            let Some(w) = wal.as_mut() else {
+                break Err(Error::Closed);
+            };
+            match w.previous_seal() {
+                Some(seal) if !seal.is_complete() => {
+                    drop(wal);
+                    let _ = seal.wait();
+                }
+                _ => {
+                    break w.wait_for_previous_seal().and_then(|()| {
+                        let started = Instant::now();
+                        w.sync().map(|()| self.count_wal_sync(started.elapsed()))
+                    })
+                }
+            }
         };
         if let Err(e) = &res {
             let mut st = self.state.lock();

@@ -33,6 +33,7 @@
 //! or cuts a live WAL (a writer holds the database's directory lock; a read-only open only
 //! reads), and the map covers only bytes that this writer allocated and only it writes.
 
+use super::writeback::start_writeback;
 use super::{WritableFile, PAGE};
 use memmap2::{MmapMut, MmapOptions};
 use std::fs::{File, OpenOptions};
@@ -362,23 +363,6 @@ impl MappedLog {
             }
         }
     }
-}
-
-/// Starts writing `[from, to)` of `file` to the disk without waiting for it
-/// (`sync_file_range(SYNC_FILE_RANGE_WRITE)`), best effort: a failure only leaves the pages
-/// for the next fsync, which reports any error itself.
-fn start_writeback(file: &File, from: u64, to: u64) {
-    let (Ok(offset), Ok(len)) = (
-        libc::off64_t::try_from(from),
-        libc::off64_t::try_from(to - from),
-    ) else {
-        return;
-    };
-    // SAFETY: a plain system call on a descriptor this thread owns; no memory is passed.
-    #[allow(unsafe_code)]
-    let _ = unsafe {
-        libc::sync_file_range(file.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE)
-    };
 }
 
 /// Allocates `[offset, offset + len)` of `file`, growing it, and if `zero` writes zeros over

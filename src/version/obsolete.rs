@@ -1,5 +1,6 @@
 //! [`ObsoleteFiles`]: the queue of table files that no version references any more, and that
-//! no reader holds, waiting to be deleted by background work.
+//! no reader holds, waiting to be deleted by background work; the flush thread queues the WALs
+//! of the memtables it flushed here too.
 //!
 //! The last holder of an obsolete table is often a user thread finishing a get or dropping an
 //! iterator. It only queues the path; the engine's purge thread does the `unlink`, so a user
@@ -22,7 +23,7 @@ struct Queue {
     closed: bool,
 }
 
-/// Obsolete table files waiting for deletion.
+/// Obsolete files (tables, flushed WALs) waiting for deletion.
 #[derive(Debug)]
 pub(crate) struct ObsoleteFiles {
     fs: Arc<dyn FileSystem>,
@@ -63,8 +64,8 @@ impl ObsoleteFiles {
         };
         for path in &batch {
             match self.fs.remove(path) {
-                Ok(()) => log::info!("removed obsolete table {}", path.display()),
-                Err(e) => log::warn!("could not remove obsolete table {}: {e}", path.display()),
+                Ok(()) => log::info!("removed obsolete file {}", path.display()),
+                Err(e) => log::warn!("could not remove obsolete file {}: {e}", path.display()),
             }
         }
         if !batch.is_empty() {
@@ -102,6 +103,17 @@ impl ObsoleteFiles {
     pub(crate) fn is_pending(&self, path: &Path) -> bool {
         let q = self.queue.lock();
         q.paths.iter().chain(q.in_flight.iter()).any(|p| p == path)
+    }
+
+    /// Gives up on every queued file, and on every one queued later, leaving them for the
+    /// next open (the purge thread panicked): waiters for the queue to drain return.
+    pub(crate) fn abandon(&self) {
+        let mut q = self.queue.lock();
+        q.closed = true;
+        q.paths.clear();
+        q.in_flight.clear();
+        drop(q);
+        self.changed.notify_all();
     }
 
     /// Stops accepting paths: later ones are left for the next open.
@@ -145,5 +157,23 @@ mod tests {
         q.push(PathBuf::from("/d/000002.sst"));
         assert_eq!(q.purge(), 0);
         assert!(mem.exists(Path::new("/d/000002.sst")));
+    }
+
+    /// After the purge thread gave up (a panic), waiting for the queue to drain returns at
+    /// once, and the files stay for the next open.
+    #[test]
+    fn an_abandoned_queue_is_idle_and_keeps_its_files() {
+        let mem = MemFs::new();
+        mem.create_dir_all(Path::new("/d")).unwrap();
+        mem.write_file(Path::new("/d/000001.wal"), b"x").unwrap();
+        let q = ObsoleteFiles::new(Arc::new(mem.clone()));
+        q.push(PathBuf::from("/d/000001.wal"));
+        assert!(!q.wait_idle(Duration::from_millis(1)));
+        q.abandon();
+        assert!(q.wait_idle(Duration::ZERO));
+        q.push(PathBuf::from("/d/000001.wal"));
+        assert!(q.wait_idle(Duration::ZERO));
+        assert_eq!(q.purge(), 0);
+        assert!(mem.exists(Path::new("/d/000001.wal")));
     }
 }

@@ -131,3 +131,31 @@ fn a_sync_mark_after_a_wal_that_lost_its_end_is_corruption() {
         "{err:?}"
     );
 }
+
+#[test]
+fn a_torn_tail_after_the_end_of_the_history_is_not_counted_again() {
+    let (image, held) = image_with_a_shortened_older_wal(false);
+    let open_counts = |image: &MemFs| {
+        let db = Db::open_with(
+            DIR,
+            options(Arc::new(
+                image.crash_image(CrashImageOptions::PROCESS_CRASH),
+            )),
+        )
+        .expect("open");
+        assert_eq!(db.get(key(held)).unwrap(), None);
+        assert!(db.get(key(held - 1)).unwrap().is_some());
+        let s = db.stats();
+        (s.wal_torn_tails, s.wal_torn_bytes)
+    };
+    let before = open_counts(&image);
+    // The newer WAL, whose records the end of the history drops, also loses the end of its
+    // last record (a torn tail of its own): it is part of what that end dropped, not a
+    // third end.
+    let newer = wals(&image)[1].clone();
+    let mut bytes = image.read_file(&newer).unwrap();
+    bytes.truncate(bytes.len() - 10);
+    image.write_file(&newer, &bytes).unwrap();
+    assert_eq!(open_counts(&image), before);
+    assert_eq!(before.0, 2);
+}

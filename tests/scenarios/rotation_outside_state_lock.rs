@@ -17,6 +17,21 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// True if an unsynced insert of `key` made by another thread succeeds within 10 s (the
+/// thread is left behind if it does not: the test fails anyway).
+fn inserts_from_another_thread(db: &Arc<Db>, key: &'static str, value: &'static str) -> bool {
+    let (done_tx, done_rx) = mpsc::channel();
+    let w = db.clone();
+    let inserter = std::thread::spawn(move || {
+        done_tx.send(w.insert(key, value).is_ok()).unwrap();
+    });
+    let inserted = done_rx.recv_timeout(Duration::from_secs(10)) == Ok(true);
+    if inserted {
+        inserter.join().unwrap();
+    }
+    inserted
+}
+
 #[test]
 fn a_slow_fsync_of_a_rotated_wal_blocks_no_unsynced_writer() {
     // Holds the first WAL fsync once armed (the old WAL's, in the first seal: no write asks
@@ -43,18 +58,10 @@ fn a_slow_fsync_of_a_rotated_wal_blocks_no_unsynced_writer() {
         .expect("the seal reached the old WAL's fsync");
 
     // While that fsync is held: another thread's unsynced insert completes, and reads work.
-    let (done_tx, done_rx) = mpsc::channel();
-    let w = db.clone();
-    let inserter = std::thread::spawn(move || {
-        done_tx.send(w.insert("other", "unsynced").is_ok()).unwrap();
-    });
-    let inserted = done_rx.recv_timeout(Duration::from_secs(10));
-    assert_eq!(
-        inserted,
-        Ok(true),
+    assert!(
+        inserts_from_another_thread(&db, "other", "unsynced"),
         "an unsynced insert waited for another memtable's WAL fsync"
     );
-    inserter.join().unwrap();
     assert_eq!(db.get("other").unwrap().as_deref(), Some(&b"unsynced"[..]));
     assert_eq!(db.get("key000000").unwrap().unwrap(), [b'v'; 100]);
 
@@ -64,17 +71,10 @@ fn a_slow_fsync_of_a_rotated_wal_blocks_no_unsynced_writer() {
     let s = db.clone();
     let syncer = std::thread::spawn(move || sync_tx.send(s.sync().is_ok()).unwrap());
     std::thread::sleep(Duration::from_millis(100));
-    let (done_tx, done_rx) = mpsc::channel();
-    let w = db.clone();
-    let inserter = std::thread::spawn(move || {
-        done_tx.send(w.insert("during", "sync").is_ok()).unwrap();
-    });
-    assert_eq!(
-        done_rx.recv_timeout(Duration::from_secs(10)),
-        Ok(true),
+    assert!(
+        inserts_from_another_thread(&db, "during", "sync"),
         "an unsynced insert waited for a Db::sync that waits for a seal"
     );
-    inserter.join().unwrap();
     let (synced_tx, synced_rx) = mpsc::channel();
     let s = db.clone();
     let synced_writer = std::thread::spawn(move || {
@@ -98,6 +98,101 @@ fn a_slow_fsync_of_a_rotated_wal_blocks_no_unsynced_writer() {
     assert_eq!(db.get("synced").unwrap().as_deref(), Some(&b"v"[..]));
     db.wait_for_compactions().unwrap();
     assert!(db.stats().flushes >= 1);
+}
+
+/// The WALs in `fs`, oldest first.
+fn wals(fs: &MemFs, dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut w: Vec<_> = fs
+        .list(dir)
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.ends_with(".wal"))
+        .map(|n| dir.join(n))
+        .collect();
+    w.sort();
+    w
+}
+
+/// A `Db::sync` that waited for one seal and then finds the next WAL's seal under way (a
+/// second rotation came meanwhile) waits for that one too without the WAL lock: unsynced
+/// writers go on.
+#[test]
+fn a_sync_that_waits_for_two_seals_blocks_no_unsynced_writer() {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Mutex;
+    let mem = MemFs::new();
+    // Holds the first fsync of the WAL named in `hold` once armed.
+    let hold: Arc<Mutex<Option<std::path::PathBuf>>> = Arc::new(Mutex::new(None));
+    let armed = Arc::new(AtomicBool::new(false));
+    let (entered_tx, entered_rx) = mpsc::channel::<()>();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let (entered_tx, release_rx) = (Mutex::new(entered_tx), Mutex::new(release_rx));
+    let (h, a) = (hold.clone(), armed.clone());
+    let fs = common::hooked_fs::HookedFs {
+        inner: mem.clone(),
+        on_open: None,
+        on_remove: None,
+        on_sync_dir: None,
+        on_sync: Some(Arc::new(move |p: &Path| {
+            if h.lock().unwrap().as_deref() == Some(p) && a.swap(false, Ordering::SeqCst) {
+                entered_tx.lock().unwrap().send(()).unwrap();
+                let _ = release_rx
+                    .lock()
+                    .unwrap()
+                    .recv_timeout(Duration::from_secs(20));
+            }
+        })),
+    };
+    let dir = Path::new("/db");
+    let opts = common::small_options()
+        .memtable_size(64 << 10)
+        .auto_compaction(false)
+        .file_system(Arc::new(fs) as Arc<dyn FileSystem>);
+    let db = Arc::new(Db::open_with(dir, opts).unwrap());
+    let first = wals(&mem, dir);
+    assert_eq!(first.len(), 1);
+    *hold.lock().unwrap() = Some(first[0].clone());
+    armed.store(true, Ordering::SeqCst);
+    // One rotation: the first WAL's seal is held in its fsync.
+    for i in 0..700u32 {
+        db.insert(format!("key{i:06}"), [b'v'; 100]).unwrap();
+    }
+    entered_rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the first seal reached its fsync");
+    let (sync_tx, sync_rx) = mpsc::channel();
+    let s = db.clone();
+    let syncer = std::thread::spawn(move || sync_tx.send(s.sync()).unwrap());
+    std::thread::sleep(Duration::from_millis(100));
+    // A second rotation while the first seal is held: its seal queues behind.
+    let mut i = 700u32;
+    while wals(&mem, dir).len() < 3 {
+        db.insert(format!("key{i:06}"), [b'v'; 100]).unwrap();
+        i += 1;
+        assert!(i < 5_000, "no second rotation");
+    }
+    // Hold the second seal's fsync, then let the first seal finish.
+    *hold.lock().unwrap() = Some(wals(&mem, dir)[1].clone());
+    armed.store(true, Ordering::SeqCst);
+    release_tx.send(()).unwrap();
+    entered_rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the second seal reached its fsync");
+    // The sync woke for the first seal and now waits for the second.
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        sync_rx.try_recv().is_err(),
+        "Db::sync returned before the second seal"
+    );
+    assert!(
+        inserts_from_another_thread(&db, "other", "unsynced"),
+        "an unsynced insert waited for a Db::sync that waits for a second seal"
+    );
+    release_tx.send(()).unwrap();
+    let synced = sync_rx.recv_timeout(Duration::from_secs(20)).unwrap();
+    assert!(synced.is_ok(), "{synced:?}");
+    syncer.join().unwrap();
+    assert_eq!(db.get("other").unwrap().as_deref(), Some(&b"unsynced"[..]));
 }
 
 #[test]

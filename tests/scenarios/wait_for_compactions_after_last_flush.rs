@@ -1,8 +1,8 @@
-//! `Db::wait_for_compactions` returns only once the last flush is done, not when its table
-//! is installed: a flush takes its memtable off the queue when it installs the table, and
-//! only then counts itself and removes the memtable's WAL. Here that removal is held while
-//! `wait_for_compactions` runs: it must not return until the WAL is gone and the flush
-//! counted.
+//! `Db::wait_for_compactions` and `Db::flush` return only once the last flush is done, not
+//! when its table is installed: a flush takes its memtable off the queue when it installs the
+//! table, and only then counts itself and queues the memtable's WAL, which the purge thread
+//! removes. Here that removal is held while both run: neither may return until the WAL is
+//! gone and the flush counted.
 
 use crate::common;
 
@@ -49,8 +49,8 @@ fn waiting_for_compactions_waits_for_the_last_flush_to_remove_its_wal() {
         db.insert(format!("key{i:04}"), [b'v'; 50]).unwrap();
     }
     armed.store(true, Ordering::SeqCst);
-    // `flush` seals the memtable and waits for the flush thread, which stops in the WAL's
-    // removal, after its table is installed.
+    // `flush` seals the memtable and waits for the flush thread; the purge thread stops in
+    // the WAL's removal, after the table is installed.
     let flusher = {
         let db = db.clone();
         std::thread::spawn(move || db.flush())
@@ -70,6 +70,10 @@ fn waiting_for_compactions_waits_for_the_last_flush_to_remove_its_wal() {
         done_rx.recv_timeout(Duration::from_millis(300)).err(),
         Some(mpsc::RecvTimeoutError::Timeout),
         "wait_for_compactions returned while the last flush was unfinished"
+    );
+    assert!(
+        !flusher.is_finished(),
+        "flush returned before the flushed memtable's WAL was removed"
     );
     release_tx.send(()).unwrap();
     let waited = done_rx
