@@ -1,6 +1,6 @@
 //! Background work: the flush thread (sealed memtables -> L0 tables), the compaction thread
 //! (automatic compactions, and the manual ones of [`super::manual`]), the purge thread
-//! (deletes obsolete table files), the thread of [`super::seal`] (seals full memtables'
+//! (deletes obsolete tables and flushed memtables' WALs), the thread of [`super::seal`] (seals full memtables'
 //! WALs), and installing a job's result as the new version. Failures
 //! are kept as they happened, so the caller that waits on a flush or a manual compaction gets
 //! the original error, and corruption found here stops writes with that same
@@ -216,8 +216,8 @@ impl Core {
     fn flush_one(&self, imm: &Arc<Memtable>, next_wal: u64, version: Arc<Version>) -> Result<()> {
         // A memtable goes to a table only once its WAL is sealed (durable whole), and never if
         // the seal failed: a table on disk with writes that a power loss took from the WAL
-        // would read as a lost manifest edit at the next open. Its WAL is also removed below,
-        // which the seal must not race.
+        // would read as a lost manifest edit at the next open. Its WAL is also queued for
+        // removal below, which the seal must not race.
         // (A failed seal stopped writes: flushing is over until a reopen.)
         self.wait_sealed(imm.wal_number())
             .map_err(Error::into_poison)?;

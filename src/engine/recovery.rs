@@ -187,7 +187,7 @@ pub(super) fn recover(
         })?;
         if let Some(at) = tail.torn_at {
             // Inside a history that already ended (a gap, or lost pages, in this WAL or an
-            // earlier one) the tail is part of what that end dropped, counted once there.
+            // earlier one) the tail is part of what that end dropped, which was counted.
             let counted = lost_end.is_none();
             if tail.lost_pages {
                 log::warn!(

@@ -19,7 +19,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 /// A WAL waiting to be sealed, and where its outcome goes.
-struct SealJob {
+pub(super) struct SealJob {
     wal: WalWriter,
     seal: Arc<WalSeal>,
 }
@@ -48,16 +48,23 @@ pub(super) struct SealQueue {
 
 impl SealQueue {
     /// Queues the seal of `wal` (numbered `number`), whose outcome goes to `seal` (which the
-    /// next WAL follows). On an abandoned queue the seal fails at once (the job's drop
-    /// answers it), rather than leave a synced write or `Db::sync` waiting for it forever.
-    pub(super) fn push(&mut self, wal: WalWriter, number: u64, seal: Arc<WalSeal>) {
+    /// next WAL follows). An abandoned queue gives the job back instead, for the caller to
+    /// drop once it has let go of the state lock (the drop answers the seal with an error,
+    /// and closes the WAL): no synced write or `Db::sync` waits for it forever.
+    #[must_use = "a job given back must be dropped, after the state lock"]
+    pub(super) fn push(
+        &mut self,
+        wal: WalWriter,
+        number: u64,
+        seal: Arc<WalSeal>,
+    ) -> Option<SealJob> {
         self.by_wal.insert(number, seal.clone());
         let job = SealJob { wal, seal };
         if self.abandoned {
-            drop(job);
-            return;
+            return Some(job);
         }
         self.jobs.push_back(job);
+        None
     }
 
     /// Marks the queue abandoned and returns the jobs still in it, for the caller to drop
@@ -182,13 +189,15 @@ mod tests {
         fs.create_dir_all(Path::new("/db")).unwrap();
         let mut q = SealQueue::default();
         let (a, b) = (Arc::new(WalSeal::default()), Arc::new(WalSeal::default()));
-        q.push(writer(&fs, 1), 1, a.clone());
-        q.push(writer(&fs, 2), 2, b.clone());
+        assert!(q.push(writer(&fs, 1), 1, a.clone()).is_none());
+        assert!(q.push(writer(&fs, 2), 2, b.clone()).is_none());
         assert!(!a.is_complete() && !b.is_complete());
         drop(q.abandon());
         assert!(a.wait().is_err() && b.wait().is_err());
         let later = Arc::new(WalSeal::default());
-        q.push(writer(&fs, 3), 3, later.clone());
+        let given_back = q.push(writer(&fs, 3), 3, later.clone());
+        assert!(given_back.is_some() && !later.is_complete());
+        drop(given_back);
         assert!(later.is_complete());
         assert!(later.wait().is_err());
         assert!(q.jobs.is_empty());

@@ -14,7 +14,7 @@
 use super::{Core, State};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
-use crate::filename;
+use crate::filename::{self, FileKind};
 use crate::key::{SeqNo, ValueKind, MAX_SEQ};
 use crate::memtable::Memtable;
 use crate::range_del::{Fragments, RangeTombstone};
@@ -26,6 +26,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::panic::{self, AssertUnwindSafe};
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -697,7 +698,10 @@ impl Core {
             }
         };
         if let Some((old_wal, seal)) = to_seal {
-            st.seals.push(old_wal, old_number, seal);
+            if let Some(abandoned) = st.seals.push(old_wal, old_number, seal) {
+                // No thread will seal it (the seal thread panicked): answered with an error.
+                MutexGuard::unlocked(st, || drop(abandoned));
+            }
         }
         let old = std::mem::replace(
             &mut st.tree.mem,
@@ -717,6 +721,8 @@ impl Core {
         self.submit(PendingKind::Seal)?;
         let mut st = self.state.lock();
         let target = st.tree.sealed;
+        // Every memtable sealed so far logged to a WAL numbered below the live one.
+        let live_wal = st.tree.mem.wal_number();
         let failures_before = st.bg.flush_failures;
         while st.tree.flushed < target {
             if st.life.shutting_down || st.life.closed {
@@ -733,8 +739,23 @@ impl Core {
             self.done_cv.wait_for(&mut st, Duration::from_millis(100));
         }
         drop(st);
-        // The flushed memtables' WALs are deleted by the purge thread.
-        self.wait_for_purge()
+        // The flushed memtables' WALs are deleted by the purge thread: wait for those (not for
+        // tables that iterators or compactions queue meanwhile). A close meanwhile deletes
+        // them itself, and does not make the flush, durable already, fail.
+        let flushed_wal = |p: &Path| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            matches!(filename::parse(name), Some(FileKind::Wal(n)) if n < live_wal)
+        };
+        while !self
+            .env
+            .obsolete
+            .wait_gone(flushed_wal, Duration::from_millis(100))
+        {
+            if self.read.check_open().is_err() {
+                break;
+            }
+        }
+        Ok(())
     }
 
     /// Counts one WAL fsync that took `took`.

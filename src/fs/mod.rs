@@ -89,6 +89,13 @@ pub trait WritableFile: Send + fmt::Debug {
     /// [`finish`](Self::finish) gives the space back). Never fails: an allocation that fails
     /// is reported by the append that needs it. Default: nothing.
     fn expect_appends(&mut self) {}
+    /// A hint that the bytes appended so far will be synced soon and are not rewritten: an
+    /// implementation may start writing them to the disk now, without waiting, so that the
+    /// sync has less left to do (the table builder gives it after each megabyte of a table;
+    /// [`OsFs`] calls `sync_file_range(SYNC_FILE_RANGE_WRITE)` on Linux over the whole pages
+    /// not started yet). It makes nothing durable. Never fails: the sync reports any error.
+    /// Default: nothing.
+    fn start_writeback(&mut self) {}
     /// Makes every appended byte durable (fdatasync).
     fn sync(&mut self) -> io::Result<()>;
     /// Ends the file: gives back space allocated ahead of the writer, if any, and makes every

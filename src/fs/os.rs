@@ -19,7 +19,7 @@ pub struct OsFs;
 struct OsWritable {
     file: File,
     len: u64,
-    /// Bytes whose writeback has been started (see [`super::writeback`]).
+    /// Bytes whose writeback has been started (see [`WritableFile::start_writeback`]).
     #[cfg(target_os = "linux")]
     written_back: u64,
 }
@@ -39,15 +39,20 @@ impl WritableFile for OsWritable {
     fn append(&mut self, data: &[u8]) -> io::Result<()> {
         self.file.write_all(data)?;
         self.len += data.len() as u64;
-        // A table's bytes start for the disk as they are written, so the fsync that ends the
-        // table waits for its last megabyte rather than all of it (the flush of a 24 MiB
-        // memtable: 45-60 ms in that fsync before this, on the VM of docs/benchmarks.md).
-        #[cfg(target_os = "linux")]
-        if self.len - self.written_back >= super::writeback::WRITEBACK_EVERY {
-            super::writeback::start_writeback(&self.file, self.written_back, self.len);
-            self.written_back = self.len;
-        }
         Ok(())
+    }
+
+    /// Whole pages only: the last, partly written page is left for the next call (a page
+    /// under writeback that is written again may make that write wait for the disk).
+    fn start_writeback(&mut self) {
+        #[cfg(target_os = "linux")]
+        {
+            let to = self.len / super::PAGE * super::PAGE;
+            if to > self.written_back {
+                super::writeback::start_writeback(&self.file, self.written_back, to);
+                self.written_back = to;
+            }
+        }
     }
 
     fn sync(&mut self) -> io::Result<()> {
@@ -286,12 +291,13 @@ mod tests {
         assert!(fs.list(dir.path()).unwrap().is_empty());
     }
 
-    /// A file written in pieces starts the writeback of each megabyte once it is complete
-    /// (and not before), and reads back whole after its sync.
+    /// Asked after each piece, a file starts the writeback of the whole pages written since
+    /// the last time (never its partly written last page), and reads back whole after its
+    /// sync.
     #[cfg(target_os = "linux")]
     #[test]
-    fn appends_start_writeback_a_megabyte_at_a_time() {
-        use super::super::writeback::WRITEBACK_EVERY;
+    fn writeback_starts_over_the_whole_pages_not_started_yet() {
+        use super::super::PAGE;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t");
         let file = OpenOptions::new()
@@ -304,19 +310,19 @@ mod tests {
         let piece: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
         let mut expected = Vec::new();
         let mut starts = Vec::new();
-        for _ in 0..12 {
-            let before = w.written_back;
+        for _ in 0..4 {
             w.append(&piece).unwrap();
             expected.extend_from_slice(&piece);
-            if w.written_back != before {
-                // Started over exactly the bytes not started yet, all of them.
-                assert_eq!(w.written_back, w.len());
-                assert!(w.written_back - before >= WRITEBACK_EVERY);
-                starts.push(w.written_back);
-            }
+            w.start_writeback();
+            starts.push(w.written_back);
+            assert_eq!(w.written_back % PAGE, 0);
+            assert!(w.len() - w.written_back < PAGE);
         }
-        // 3.6 MB in 300 kB pieces: a start at the 4th, 8th and 12th piece.
-        assert_eq!(starts, vec![1_200_000, 2_400_000, 3_600_000]);
+        // 300,000 bytes a piece: 73 whole pages (299,008 bytes), then 146, 219, 292.
+        assert_eq!(starts, vec![299_008, 598_016, 897_024, 1_196_032]);
+        // Nothing new: nothing more to start.
+        w.start_writeback();
+        assert_eq!(w.written_back, 1_196_032);
         w.sync().unwrap();
         assert_eq!(fs::read(&path).unwrap(), expected);
     }

@@ -1,14 +1,11 @@
 //! Starting writeback early: `sync_file_range(SYNC_FILE_RANGE_WRITE)` over bytes already
 //! written, so that the fsync which makes a file durable finds most of it on the disk already
-//! (RocksDB's `bytes_per_sync`). A hint only: it makes nothing durable and changes no rule of
-//! `docs/durability.md`.
+//! (RocksDB's `bytes_per_sync`): for a table, after each megabyte the builder writes; for a
+//! mapped WAL, a window at a time on its helper thread. A hint only: it makes nothing durable
+//! and changes no rule of `docs/durability.md`.
 
 use std::fs::File;
 use std::os::unix::io::AsRawFd;
-
-/// Bytes appended to a table (or any file written with `write(2)`) between two writeback
-/// starts: the table builder's write buffer, so each of its writes starts its own writeback.
-pub(super) const WRITEBACK_EVERY: u64 = 1 << 20;
 
 /// Starts writing `[from, to)` of `file` to the disk without waiting for it
 /// (`sync_file_range(SYNC_FILE_RANGE_WRITE)`), best effort: a failure only leaves the pages

@@ -1,6 +1,5 @@
-//! [`ObsoleteFiles`]: the queue of table files that no version references any more, and that
-//! no reader holds, waiting to be deleted by background work; the flush thread queues the WALs
-//! of the memtables it flushed here too.
+//! [`ObsoleteFiles`]: the queue of files waiting to be deleted by background work: tables that
+//! no version references any more and no reader holds, and the WALs of flushed memtables.
 //!
 //! The last holder of an obsolete table is often a user thread finishing a get or dropping an
 //! iterator. It only queues the path; the engine's purge thread does the `unlink`, so a user
@@ -89,9 +88,15 @@ impl ObsoleteFiles {
     /// Waits until nothing is queued or being deleted (for `wait_for_compactions`), up to
     /// `timeout`; true if the queue drained.
     pub(crate) fn wait_idle(&self, timeout: Duration) -> bool {
+        self.wait_gone(|_| true, timeout)
+    }
+
+    /// Waits until no path for which `which` is true is queued or being deleted, up to
+    /// `timeout`; true if none is.
+    pub(crate) fn wait_gone(&self, which: impl Fn(&Path) -> bool, timeout: Duration) -> bool {
         let deadline = std::time::Instant::now() + timeout;
         let mut q = self.queue.lock();
-        while !(q.paths.is_empty() && q.in_flight.is_empty()) {
+        while q.paths.iter().chain(q.in_flight.iter()).any(|p| which(p)) {
             if self.changed.wait_until(&mut q, deadline).timed_out() {
                 return false;
             }
@@ -148,6 +153,8 @@ mod tests {
         assert!(q.is_pending(Path::new("/d/000001.sst")));
         assert!(q.wait_for_work(Duration::ZERO));
         assert!(!q.wait_idle(Duration::from_millis(1)));
+        assert!(!q.wait_gone(|p| p.ends_with("000001.sst"), Duration::ZERO));
+        assert!(q.wait_gone(|p| p.ends_with("000002.sst"), Duration::ZERO));
         assert_eq!(q.purge(), 1);
         assert!(!mem.exists(Path::new("/d/000001.sst")));
         assert!(!q.is_pending(Path::new("/d/000001.sst")));
