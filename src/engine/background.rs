@@ -249,6 +249,10 @@ impl Core {
                 st.tree.imms.pop_front();
             }
         })?;
+        // The new table's handle goes before the flush counts as done: held past that, it
+        // could be the last holder of a table that a compaction right after `Db::flush`
+        // made obsolete, deleted only after `wait_for_compactions` returned.
+        drop(opened);
         Counters::add(&self.counters.flushes, 1);
         Counters::add(&self.counters.bytes_flushed, bytes_written);
         // The WAL goes to the purge thread: its unlink (20-35 ms for a 24 MiB WAL on the VM
