@@ -236,7 +236,7 @@ impl Drop for Outputs<'_> {
 pub(crate) fn flush_memtable(
     ctx: &JobContext<'_>,
     mem: &Memtable,
-    version: &Version,
+    version: Arc<Version>,
     smallest_snapshot: SeqNo,
 ) -> Result<JobOutput> {
     let mut out = JobOutput::default();
@@ -252,7 +252,11 @@ pub(crate) fn flush_memtable(
         range: (&first, &last),
         replaced_filter_bytes: 0,
     };
-    let filter = filter_for_new_table(ctx.opts, version, &incoming);
+    let filter = filter_for_new_table(ctx.opts, &version, &incoming);
+    // Only the filter needed it: held while the table is written, it could be the last
+    // holder of tables a compaction makes obsolete meanwhile, and keep them on disk past the
+    // `compact()` that made them so.
+    drop(version);
     // Of each piece's sequence numbers, only those a live snapshot can tell apart are kept
     // (nested range removes, such as a log purged again and again, would otherwise keep one
     // per remove in every piece).
@@ -547,11 +551,11 @@ mod tests {
         .unwrap();
         // Fail the table's sync: the job fails and leaves no file behind.
         mem.set_fault(Some(crate::fs::FaultPlan::nth(crate::fs::OpKind::Sync, 0)));
-        assert!(flush_memtable(&ctx, &m, &Version::default(), SeqNo::MAX).is_err());
+        assert!(flush_memtable(&ctx, &m, Arc::default(), SeqNo::MAX).is_err());
         assert!(mem.list(dir).unwrap().is_empty());
         assert!(pending.lock().is_empty());
         mem.set_fault(None);
-        let out = flush_memtable(&ctx, &m, &Version::default(), SeqNo::MAX).unwrap();
+        let out = flush_memtable(&ctx, &m, Arc::default(), SeqNo::MAX).unwrap();
         assert_eq!(out.edit.added.len(), 1);
         assert_eq!(mem.list(dir).unwrap(), vec!["000011.sst".to_string()]);
         assert_eq!(pending.lock().iter().copied().collect::<Vec<_>>(), vec![11]);
@@ -561,7 +565,7 @@ mod tests {
             crate::fs::OpKind::Create,
             0,
         )));
-        assert!(flush_memtable(&ctx, &m, &Version::default(), SeqNo::MAX).is_err());
+        assert!(flush_memtable(&ctx, &m, Arc::default(), SeqNo::MAX).is_err());
         assert!(pending.lock().is_empty(), "{:?}", pending.lock());
     }
 }

@@ -156,7 +156,7 @@ impl Core {
     fn flush_loop(self: Arc<Self>) {
         let mut failures = 0u32;
         loop {
-            let (imm, active, next_wal, version) = {
+            let (imm, active, next_wal) = {
                 let mut st = self.state.lock();
                 while !st.life.shutting_down && st.tree.imms.is_empty() {
                     self.bg_cv.wait(&mut st);
@@ -173,7 +173,7 @@ impl Core {
                 // queued, or writers stopped for them, the flush goes first.
                 let full = imm.is_due(self.opts.memtable_size);
                 let active = (full && st.tree.imms.len() == 1).then(|| st.tree.mem.clone());
-                (imm, active, next_wal, st.tree.version.clone())
+                (imm, active, next_wal)
             };
             // The memtable being written now will likely fill like the one it replaced: its
             // index arrays and chunks are made here, on this thread, rather than by the
@@ -181,7 +181,7 @@ impl Core {
             if let Some(active) = active {
                 active.grow_ahead(&imm, self.opts.memtable_size);
             }
-            match self.flush_one(&imm, next_wal, version) {
+            match self.flush_one(&imm, next_wal) {
                 Ok(()) => failures = 0,
                 Err(Error::Closed) => return,
                 Err(e) => {
@@ -210,10 +210,12 @@ impl Core {
         }
     }
 
-    /// Takes `version` by value to drop it once the table is written: a version the flush
-    /// thread still held after `Db::flush` returned would keep the tables a later compaction
-    /// makes obsolete on disk past `wait_for_compactions`.
-    fn flush_one(&self, imm: &Arc<Memtable>, next_wal: u64, version: Arc<Version>) -> Result<()> {
+    /// Writes `imm` to an L0 table and installs it. The current version (which chooses the
+    /// table's filter) is taken only once the WAL is sealed and given up as soon as the filter
+    /// is chosen: a version the flush thread held longer could be the last holder of tables
+    /// a compaction meanwhile makes obsolete, and keep them on disk past the
+    /// `wait_for_compactions` or `compact()` that promised them gone.
+    fn flush_one(&self, imm: &Arc<Memtable>, next_wal: u64) -> Result<()> {
         // A memtable goes to a table only once its WAL is sealed (durable whole), and never if
         // the seal failed: a table on disk with writes that a power loss took from the WAL
         // would read as a lost manifest edit at the next open. Its WAL is also queued for
@@ -223,9 +225,8 @@ impl Core {
             .map_err(Error::into_poison)?;
         let numbers = self.file_numbers.clone();
         let ctx = self.job_context(&numbers);
-        let out = compaction::flush_memtable(&ctx, imm, &version, self.read.smallest_snapshot());
-        drop(version);
-        let out = out?;
+        let version = self.state.lock().tree.version.clone();
+        let out = compaction::flush_memtable(&ctx, imm, version, self.read.smallest_snapshot())?;
         let JobOutput {
             mut edit,
             opened,

@@ -518,7 +518,7 @@ fn flush_part(ctx: &Ctx<'_>, versions: &VersionSet, mem: &Memtable) -> Result<Jo
     };
     // No snapshot outlives a reopen: of a range tombstone piece's sequence numbers, the
     // newest is all any reader can see.
-    compaction::flush_memtable(&job, mem, &versions.current(), crate::key::MAX_SEQ)
+    compaction::flush_memtable(&job, mem, versions.current(), crate::key::MAX_SEQ)
 }
 
 /// Tables on disk that the manifest does not list are outputs of jobs that never committed,

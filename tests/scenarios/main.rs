@@ -28,6 +28,7 @@ mod cli_sst;
 mod close_while_busy;
 mod compact_range_scope;
 mod compact_reclaims_space;
+mod compact_while_a_flush_runs;
 mod compaction_failures;
 mod compaction_invariants;
 mod compaction_shape;
