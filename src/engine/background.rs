@@ -1,7 +1,7 @@
 //! Background work: the flush thread (sealed memtables -> L0 tables), the compaction thread
 //! (automatic compactions, and the manual ones of [`super::manual`]), the purge thread
-//! (deletes obsolete tables and flushed memtables' WALs), the thread of [`super::seal`] (seals full memtables'
-//! WALs), and installing a job's result as the new version. Failures
+//! (deletes obsolete tables and flushed memtables' WALs), the thread of [`super::seal`]
+//! (seals full memtables' WALs), and installing a job's result as the new version. Failures
 //! are kept as they happened, so the caller that waits on a flush or a manual compaction gets
 //! the original error, and corruption found here stops writes with that same
 //! [`Error::Corruption`].
@@ -429,7 +429,8 @@ impl Core {
                 return Ok(());
             }
             // `flushed < sealed`: a flush takes its memtable off the queue when it installs
-            // its table, and counts itself (and queues its WAL for the purge thread) a moment later.
+            // its table, and counts itself (and queues its WAL for the purge thread) a moment
+            // later.
             let pending = !st.tree.imms.is_empty()
                 || st.tree.flushed < st.tree.sealed
                 || st.bg.compaction_running

@@ -44,10 +44,7 @@ impl Core {
         };
         outcome?;
         drop(st);
-        while !self.env.obsolete.wait_idle(Duration::from_millis(100)) {
-            self.read.check_open()?;
-        }
-        Ok(())
+        self.wait_for_purge()
     }
 
     /// The body of a manual compaction, on the compaction thread.

@@ -6,46 +6,13 @@
 
 use crate::common;
 
-use common::hooked_fs::HookedFs;
+use common::hooked_fs::{hold_once, HookedFs};
 use siltdb::fs::{FileSystem, MemFs};
 use siltdb::Db;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
-
-/// Holds the first call made through it once armed: tells `entered`, then waits for
-/// `release` (or 20 s).
-struct Gate {
-    armed: AtomicBool,
-    entered: Mutex<Sender<()>>,
-    release: Mutex<Receiver<()>>,
-}
-
-impl Gate {
-    fn new() -> (Arc<Gate>, Receiver<()>, Sender<()>) {
-        let (entered_tx, entered) = mpsc::channel();
-        let (release, release_rx) = mpsc::channel();
-        let gate = Arc::new(Gate {
-            armed: AtomicBool::new(false),
-            entered: Mutex::new(entered_tx),
-            release: Mutex::new(release_rx),
-        });
-        (gate, entered, release)
-    }
-
-    fn pass(&self) {
-        if self.armed.swap(false, Ordering::SeqCst) {
-            self.entered.lock().unwrap().send(()).unwrap();
-            let _ = self
-                .release
-                .lock()
-                .unwrap()
-                .recv_timeout(Duration::from_secs(20));
-        }
-    }
-}
 
 fn thread_is(name: &str) -> bool {
     std::thread::current().name() == Some(name)
@@ -67,21 +34,18 @@ fn a_flush_in_progress_keeps_no_compacted_table_on_disk() {
     let mem = MemFs::new();
     // The compaction is held in its directory sync (before its manifest edit), the flush in
     // its table's fsync.
-    let (compact_gate, compact_entered, compact_release) = Gate::new();
-    let (flush_gate, flush_entered, flush_release) = Gate::new();
-    let (cg, fg) = (compact_gate.clone(), flush_gate.clone());
+    let (compact_hold, compact_armed, compact_entered, compact_release) =
+        hold_once(|| thread_is("siltdb-compact"));
+    let (flush_hold, flush_armed, flush_entered, flush_release) =
+        hold_once(|| thread_is("siltdb-flush"));
     let fs = HookedFs {
         inner: mem.clone(),
         on_open: None,
         on_remove: None,
-        on_sync_dir: Some(Arc::new(move |_: &Path| {
-            if thread_is("siltdb-compact") {
-                cg.pass();
-            }
-        })),
+        on_sync_dir: Some(compact_hold),
         on_sync: Some(Arc::new(move |p: &Path| {
-            if p.extension().is_some_and(|e| e == "sst") && thread_is("siltdb-flush") {
-                fg.pass();
+            if p.extension().is_some_and(|e| e == "sst") {
+                flush_hold(p);
             }
         })),
     };
@@ -104,7 +68,7 @@ fn a_flush_in_progress_keeps_no_compacted_table_on_disk() {
     let mut scan = db.iter();
     assert!(scan.next().is_some());
 
-    compact_gate.armed.store(true, Ordering::SeqCst);
+    compact_armed.store(true, Ordering::SeqCst);
     let compactor = {
         let db = db.clone();
         std::thread::spawn(move || db.compact())
@@ -117,7 +81,7 @@ fn a_flush_in_progress_keeps_no_compacted_table_on_disk() {
     for i in 0..50u32 {
         db.insert(format!("n{i:04}"), "new").unwrap();
     }
-    flush_gate.armed.store(true, Ordering::SeqCst);
+    flush_armed.store(true, Ordering::SeqCst);
     let flusher = {
         let db = db.clone();
         std::thread::spawn(move || db.flush())

@@ -118,28 +118,20 @@ fn wals(fs: &MemFs, dir: &Path) -> Vec<std::path::PathBuf> {
 /// writers go on.
 #[test]
 fn a_sync_that_waits_for_two_seals_blocks_no_unsynced_writer() {
-    use std::sync::atomic::AtomicBool;
     use std::sync::Mutex;
     let mem = MemFs::new();
     // Holds the first fsync of the WAL named in `hold` once armed.
     let hold: Arc<Mutex<Option<std::path::PathBuf>>> = Arc::new(Mutex::new(None));
-    let armed = Arc::new(AtomicBool::new(false));
-    let (entered_tx, entered_rx) = mpsc::channel::<()>();
-    let (release_tx, release_rx) = mpsc::channel::<()>();
-    let (entered_tx, release_rx) = (Mutex::new(entered_tx), Mutex::new(release_rx));
-    let (h, a) = (hold.clone(), armed.clone());
+    let (held, armed, entered_rx, release_tx) = common::hooked_fs::hold_once(|| true);
+    let h = hold.clone();
     let fs = common::hooked_fs::HookedFs {
         inner: mem.clone(),
         on_open: None,
         on_remove: None,
         on_sync_dir: None,
         on_sync: Some(Arc::new(move |p: &Path| {
-            if h.lock().unwrap().as_deref() == Some(p) && a.swap(false, Ordering::SeqCst) {
-                entered_tx.lock().unwrap().send(()).unwrap();
-                let _ = release_rx
-                    .lock()
-                    .unwrap()
-                    .recv_timeout(Duration::from_secs(20));
+            if h.lock().unwrap().as_deref() == Some(p) {
+                held(p);
             }
         })),
     };
