@@ -115,9 +115,13 @@ fn next_op<'a>(r: &mut Reader<'a>) -> Option<Op<&'a [u8]>> {
     };
     // No writer makes longer keys and values than a batch accepts (a range's bounds: a key
     // and one byte): a longer one would reach tables whose readers rely on the limits.
+    // Nor an empty or inverted range (a batch refuses one; a table's fragments are checked
+    // the same way), which would cover no key and still take a sequence number.
     let ranged = matches!(kind, OpKind::RangeDelete | OpKind::RangeDeleteToEnd);
     let fits = if ranged {
-        key.len() <= MAX_BOUND_LEN && value.len() <= MAX_BOUND_LEN
+        key.len() <= MAX_BOUND_LEN
+            && value.len() <= MAX_BOUND_LEN
+            && (kind == OpKind::RangeDeleteToEnd || key < value)
     } else {
         key.len() <= MAX_KEY_SIZE && value.len() <= MAX_VALUE_SIZE
     };
@@ -583,6 +587,17 @@ mod tests {
             &[],
         );
         assert!(decode_ops(&ops, 1).is_none());
+        // An empty or inverted range: no writer logs one.
+        for (start, end, ok) in [("a", "b", true), ("a", "a", false), ("b", "a", false)] {
+            let mut ops = Vec::new();
+            encode_op(
+                &mut ops,
+                OpKind::RangeDelete,
+                start.as_bytes(),
+                end.as_bytes(),
+            );
+            assert_eq!(decode_ops(&ops, 1).is_some(), ok, "{start}..{end}");
+        }
         // Puts and deletes: keys and values as a batch accepts them, no longer.
         for (kind, key, value, ok) in [
             (OpKind::Put, MAX_KEY_SIZE, 1, true),
@@ -793,6 +808,20 @@ mod tests {
                 "{first} {count}: {e:?}"
             );
         }
+    }
+
+    #[test]
+    fn open_refuses_a_wal_record_with_an_inverted_range_delete() {
+        let (fs, wal) = db_with_unflushed_wal();
+        let mut p = Vec::new();
+        put_u64(&mut p, 3);
+        put_u32(&mut p, 1);
+        encode_op(&mut p, OpKind::RangeDelete, b"b", b"a");
+        let (e, at) = append_and_open(&fs, &wal, &p);
+        assert!(
+            matches!(&e, Error::Corruption { file, offset, .. } if *file == wal && *offset == at),
+            "{e:?}"
+        );
     }
 
     fn put_payload(first_seq: u64, value: &[u8]) -> Vec<u8> {

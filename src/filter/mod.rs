@@ -1145,6 +1145,15 @@ mod tests {
         };
         assert_eq!(r.columns_of(1), u32::MAX);
         assert!(r.predicted_fpr() >= 0.0);
+        // More words than 128 bits each fit in a u64.
+        let huge = RibbonGeometry {
+            blocks: u32::MAX,
+            columns: u32::MAX,
+            upper_start: 0,
+        };
+        let expect = huge.words() as f64 * 128.0;
+        assert_eq!(huge.bits_per_key(1), expect);
+        assert_eq!(huge.bits_per_key(0), expect);
     }
 
     #[test]

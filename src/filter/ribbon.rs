@@ -159,7 +159,9 @@ impl Geometry {
 
     /// Bits per key of this geometry over `keys` keys.
     pub fn bits_per_key(&self, keys: u64) -> f64 {
-        (self.words() * 128) as f64 / keys.max(1) as f64
+        // In floating point: a geometry made by hand (its fields are public) may have more
+        // words than 128 bits each fit in a `u64`.
+        self.words() as f64 * 128.0 / keys.max(1) as f64
     }
 
     /// The false-positive rate: the mean over start positions of `2^-cols(block)`.
