@@ -62,7 +62,8 @@ impl Db {
     /// is smaller, or 14 Mi entries), no background thread runs, and every write returns
     /// [`Error::InvalidArgument`]. Safe on a database that another process has open; if that
     /// process removes files while this handle reads them, reads fail with [`Error::Io`]
-    /// rather than answer wrongly. Shorthand for `open_with(path,
+    /// rather than answer wrongly. An open that finds a WAL it listed removed (the writer
+    /// flushed it meanwhile) starts again, at most 8 times. Shorthand for `open_with(path,
     /// Options::default().read_only(true))`.
     ///
     /// Errors: as [`open_with`](Db::open_with), except that it never returns

@@ -113,9 +113,9 @@ impl Core {
     /// Opens the database in `dir` (see [`recovery`]) and builds the engine around it. The
     /// background threads are started by [`start`](Self::start).
     pub(crate) fn open(dir: PathBuf, opts: Options) -> Result<Core> {
-        let counters = Arc::new(Counters::default());
         let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let r = recovery::recover(&dir, &opts, &counters, &closed)?;
+        let r = recovery::recover(&dir, &opts, &closed)?;
+        let counters = r.counters.clone();
         let version = r.versions.current();
         let tables = version
             .levels

@@ -34,7 +34,13 @@ pub(super) struct Recovered {
     pub(super) wal: Option<WalWriter>,
     /// The last sequence number in use.
     pub(super) last_seq: SeqNo,
+    /// What the open counted (torn WAL tails), for the engine's statistics.
+    pub(super) counters: Arc<Counters>,
 }
+
+/// How many times a read-only open starts again when a WAL it listed is removed before it
+/// reads it (see [`recover`]).
+const READ_ONLY_RESTARTS: u32 = 8;
 
 /// What the steps of an open share.
 struct Ctx<'a> {
@@ -46,12 +52,38 @@ struct Ctx<'a> {
 }
 
 /// Opens the database in `dir`; see the module documentation.
-pub(super) fn recover(
+///
+/// A read-only open holds no lock: the writer beside it may flush a memtable between this
+/// open's listing of the directory (and read of the manifest) and its replay of that
+/// memtable's WAL, and then remove the WAL. The manifest read is then older than the flush,
+/// and the writes are in a table it does not list: the open starts again from the listing
+/// (a few times at most) instead of failing with the missing file.
+pub(super) fn recover(dir: &Path, opts: &Options, shutting_down: &AtomicBool) -> Result<Recovered> {
+    let mut restarts = 0;
+    loop {
+        // Counted afresh each time: a restarted open keeps nothing it counted.
+        let counters = Arc::new(Counters::default());
+        let may_restart = opts.read_only && restarts < READ_ONLY_RESTARTS;
+        if let Some(r) = recover_once(dir, opts, &counters, shutting_down, may_restart)? {
+            return Ok(r);
+        }
+        restarts += 1;
+        log::info!(
+            "{}: a WAL was removed while opening read-only (a writer flushed it); starting again",
+            dir.display()
+        );
+    }
+}
+
+/// One attempt of [`recover`]: `None` if a WAL it listed was gone when it came to replay it,
+/// and `may_restart`; with `may_restart` false, that is the [`Error::Io`] it is.
+fn recover_once(
     dir: &Path,
     opts: &Options,
-    counters: &Counters,
+    counters: &Arc<Counters>,
     shutting_down: &AtomicBool,
-) -> Result<Recovered> {
+    may_restart: bool,
+) -> Result<Option<Recovered>> {
     let fs = &opts.file_system;
     let ctx = Ctx {
         fs,
@@ -146,7 +178,7 @@ pub(super) fn recover(
     for (i, &n) in wals.iter().enumerate() {
         let path = filename::wal_path(dir, n);
         let mut first_in_file = true;
-        let tail = wal::replay(fs.as_ref(), &path, n, opts.read_only, |batch| {
+        let replayed = wal::replay(fs.as_ref(), &path, n, opts.read_only, |batch| {
             if lost_end.is_none() && i > 0 && first_in_file && seqs.starts_after_gap(&batch) {
                 lost_end = Some(LostEnd {
                     path: path.clone(),
@@ -184,7 +216,15 @@ pub(super) fn recover(
                 seal_replayed(&ctx, &versions, &mut recovered, &mut parts.list, &mut kept)?;
             }
             Ok(())
-        })?;
+        });
+        let tail = match replayed {
+            Err(Error::Io(e))
+                if may_restart && e.kind() == std::io::ErrorKind::NotFound && !fs.exists(&path) =>
+            {
+                return Ok(None);
+            }
+            res => res?,
+        };
         if let Some(at) = tail.torn_at {
             // Inside a history that already ended (a gap, or lost pages, in this WAL or an
             // earlier one) the tail is part of what that end dropped, which was counted.
@@ -233,14 +273,15 @@ pub(super) fn recover(
 
     if opts.read_only {
         // Nothing is written: the replayed writes stay in memory.
-        return Ok(Recovered {
+        return Ok(Some(Recovered {
             lock,
             versions,
             mem: Arc::new(recovered),
             imms: kept,
             wal: None,
             last_seq,
-        });
+            counters: counters.clone(),
+        }));
     }
     // From here a failure may come after the manifest lists the parts: they stay.
     let parts = std::mem::take(&mut parts.list);
@@ -250,14 +291,15 @@ pub(super) fn recover(
     fs.sync_dir(dir)
         .map_err(|e| io_context("sync directory", dir, e))?;
     remove_unreferenced(fs.as_ref(), dir, &versions, new_wal)?;
-    Ok(Recovered {
+    Ok(Some(Recovered {
         lock,
         versions,
         mem: Arc::new(Memtable::sized_for(new_wal, opts.memtable_size)),
         imms: Vec::new(),
         wal: Some(writer),
         last_seq,
-    })
+        counters: counters.clone(),
+    }))
 }
 
 /// The version set the manifest describes, or an empty one for a new database.

@@ -62,6 +62,7 @@ mod range_delete_scans;
 mod read_only;
 mod read_only_live_wal;
 mod read_only_replaced_tables;
+mod read_only_wal_removed;
 mod recovery_bounded;
 mod regression_crash_during_recovery;
 mod reopen_wal_replay;
