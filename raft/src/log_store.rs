@@ -3,8 +3,11 @@
 //!
 //! Durability. An append is one `WriteBatch` written in order on openraft's storage task, then
 //! made durable by one fsync of the WAL (`Db::sync`) on the log's flusher thread, which calls
-//! openraft's flush callback only after the fsync returned: appends pipeline, and appends that
-//! queue up behind one fsync share it (group commit). The vote, a truncation and a purge are
+//! openraft's flush callback only after the fsync returned; appends that queue up behind one
+//! fsync would share it (group commit). openraft 0.9.25's core waits for each append's
+//! callback before it goes on (`RaftCore::append_to_log`), so in practice one append is in
+//! flight at a time and the sharing comes from openraft putting several client writes into
+//! one append. The vote, a truncation and a purge are
 //! synced writes that return only when durable. siltdb keeps a prefix of its write history on
 //! power loss (`docs/durability.md`, D2), so a synced write also makes every write before it
 //! durable, including the state machine's unsynced applies in the same database.

@@ -5,14 +5,15 @@
 //! Applies are not synced: a crash may lose the last ones, and openraft re-applies them from
 //! the log, which holds them durably until it is purged; a purge is a synced write that makes
 //! every apply before it durable too (siltdb keeps a prefix of history, `docs/durability.md`
-//! D2). A snapshot is built from a siltdb [`Snapshot`](siltdb::Snapshot), so the data and the
-//! applied log id it records are one point in time, and is kept in the node's `snapshot`
-//! file (see `snapshot_file`). Installing one is one batch: a range delete of all data, the
+//! D2). A snapshot is built from a siltdb [`Snapshot`](siltdb::Snapshot) of a moment when no
+//! `apply` or install was between the pieces of a batch it had to cut (see [`PieceGate`]), so
+//! the data and the applied log id it records are one point in time, and is kept in the
+//! node's `snapshot` file (see `snapshot_file`). Installing one is one batch: a range delete of all data, the
 //! snapshot's pairs, and the applied log id.
 
 use std::io::Cursor;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use openraft::storage::{RaftStateMachine, Snapshot};
@@ -47,6 +48,10 @@ pub struct StateMachine {
     /// What `s/applied` holds, kept in memory so that `apply` and `applied_state` do not read
     /// and decode it from the database on every call (this struct is its only writer).
     applied: Applied,
+    /// Shared with the builders: whether a cut batch is half written.
+    gate: Arc<PieceGate>,
+    /// Where `apply` cuts its batch: [`BATCH_PIECE`] (smaller in tests).
+    piece_bytes: usize,
 }
 
 /// Builds snapshots of a [`StateMachine`]: openraft's `RaftSnapshotBuilder`.
@@ -54,6 +59,52 @@ pub struct SnapshotBuilder {
     db: Arc<Db>,
     dir: PathBuf,
     cover: Arc<SnapshotCover>,
+    gate: Arc<PieceGate>,
+}
+
+/// Whether an `apply` or an install is between the pieces of a batch it cut: the pieces
+/// written so far then run ahead of `s/applied`, which goes with the last one. openraft
+/// builds snapshots in a task of its own, concurrently with applies, and a build that took a
+/// fresh siltdb snapshot there would save data ahead of the log id it records. So the batch
+/// takes a siltdb snapshot before its first piece and keeps it here until its last piece is
+/// written, and a build meanwhile reads that one: the state just before the batch, whole.
+/// Nobody waits: a build never stalls an apply, nor an apply a build.
+#[derive(Default)]
+pub(crate) struct PieceGate(Mutex<Option<Arc<siltdb::Snapshot>>>);
+
+/// Held from a batch's first cut until its last piece is written (or a write failed).
+struct PiecesOpen<'a>(&'a PieceGate);
+
+impl Drop for PiecesOpen<'_> {
+    fn drop(&mut self) {
+        *lock(&self.0 .0) = None;
+    }
+}
+
+/// The gate's lock: it guards an `Option` replaced whole, so a panic elsewhere while it was
+/// held left nothing half done.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl PieceGate {
+    /// Keeps a snapshot of `db` as it is before a cut batch's first piece, until the returned
+    /// value drops.
+    fn open(&self, db: &Db) -> PiecesOpen<'_> {
+        *lock(&self.0) = Some(Arc::new(db.snapshot()));
+        PiecesOpen(self)
+    }
+
+    /// A snapshot of `db` that holds every piece of a cut batch or none: a fresh one, or,
+    /// while a batch is half written, the one taken before it. (Taken under the gate's lock,
+    /// so no batch writes a first piece between the check and the snapshot.)
+    fn snapshot(&self, db: &Db) -> Arc<siltdb::Snapshot> {
+        let before = lock(&self.0);
+        match &*before {
+            Some(snap) => snap.clone(),
+            None => Arc::new(db.snapshot()),
+        }
+    }
 }
 
 /// A batch written by `apply` or an install is cut when it reaches this many bytes (siltdb
@@ -62,37 +113,81 @@ pub struct SnapshotBuilder {
 /// entries again (and an install is redone from the snapshot file at open).
 const BATCH_PIECE: usize = 64 << 20;
 
-/// Writes `batch` (unsynced) and starts a new one once it holds [`BATCH_PIECE`] bytes.
-fn cut_piece(db: &Db, batch: &mut WriteBatch, bytes: &mut usize) -> siltdb::Result<()> {
-    if *bytes >= BATCH_PIECE {
-        db.write_with(std::mem::take(batch), WriteOptions::new().sync(false))?;
-        *bytes = 0;
+/// A batch that may be written in pieces: `add` it `bytes`, then `cut` it before the next
+/// operation.
+struct PiecedBatch<'a> {
+    db: &'a Db,
+    gate: &'a PieceGate,
+    /// Where to cut.
+    limit: usize,
+    batch: WriteBatch,
+    bytes: usize,
+    /// Set from the first cut until the last piece is written.
+    open: Option<PiecesOpen<'a>>,
+}
+
+impl<'a> PiecedBatch<'a> {
+    fn new(db: &'a Db, gate: &'a PieceGate, limit: usize) -> PiecedBatch<'a> {
+        PiecedBatch {
+            db,
+            gate,
+            limit,
+            batch: WriteBatch::new(),
+            bytes: 0,
+            open: None,
+        }
     }
-    Ok(())
+
+    /// Writes the batch (unsynced) as a piece and starts a new one once it holds `limit`
+    /// bytes.
+    fn cut(&mut self) -> siltdb::Result<()> {
+        if self.bytes >= self.limit {
+            if self.open.is_none() {
+                self.open = Some(self.gate.open(self.db));
+            }
+            let piece = std::mem::take(&mut self.batch);
+            self.db.write_with(piece, WriteOptions::new().sync(false))?;
+            self.bytes = 0;
+        }
+        Ok(())
+    }
+
+    /// Writes the last piece; then no piece is half written.
+    fn finish(self, sync: bool) -> siltdb::Result<()> {
+        self.db
+            .write_with(self.batch, WriteOptions::new().sync(sync))
+        // `open` drops here, after the write.
+    }
 }
 
 /// Replaces the state machine's data with a snapshot's pairs and sets the applied log id:
 /// a range delete of all data, the pairs, the applied id last, in pieces of at most
 /// [`BATCH_PIECE`] bytes, the last one synced.
-fn load_snapshot(db: &Db, meta: &Meta, data: &[u8]) -> Result<Applied, crate::Error> {
+fn load_snapshot(
+    db: &Db,
+    gate: &PieceGate,
+    meta: &Meta,
+    data: &[u8],
+) -> Result<Applied, crate::Error> {
     let pairs = snapshot_file::pairs(data)?;
-    let mut batch = WriteBatch::new();
-    batch.remove_range(vec![keys::DATA_PREFIX]..keys::data_end().to_vec());
-    let mut bytes = 0usize;
+    let mut batch = PiecedBatch::new(db, gate, BATCH_PIECE);
+    batch
+        .batch
+        .remove_range(vec![keys::DATA_PREFIX]..keys::data_end().to_vec());
     for (k, v) in pairs {
-        cut_piece(db, &mut batch, &mut bytes)?;
-        batch.insert(keys::data_key(k), v);
-        bytes += k.len() + v.len() + 16;
+        batch.cut()?;
+        batch.batch.insert(keys::data_key(k), v);
+        batch.bytes += k.len() + v.len() + 16;
     }
     let applied = Applied {
         last_applied: meta.last_log_id,
         membership: meta.last_membership.clone(),
     };
-    batch.insert(
+    batch.batch.insert(
         keys::APPLIED,
         serde_json::to_vec(&applied).expect("serialises"),
     );
-    db.write_with(batch, WriteOptions::new().sync(true))?;
+    batch.finish(true)?;
     Ok(applied)
 }
 
@@ -126,10 +221,11 @@ impl StateMachine {
     /// machine is never behind its own snapshot.
     pub(crate) fn open(db: Arc<Db>, dir: PathBuf) -> Result<StateMachine, crate::Error> {
         let mut applied = read_applied(|| db.get(keys::APPLIED))?;
+        let gate = Arc::new(PieceGate::default());
         let mut saved = None;
         if let Some((meta, data)) = snapshot_file::load(&dir)? {
             if meta.last_log_id > applied.last_applied {
-                applied = load_snapshot(&db, &meta, &data)?;
+                applied = load_snapshot(&db, &gate, &meta, &data)?;
             }
             saved = meta.last_log_id;
         }
@@ -138,6 +234,8 @@ impl StateMachine {
             dir,
             cover: Arc::new(SnapshotCover::new(saved)),
             applied,
+            gate,
+            piece_bytes: BATCH_PIECE,
         })
     }
 
@@ -174,7 +272,7 @@ pub(crate) fn read_data(db: &Db, key: &str) -> Result<Option<String>, crate::Err
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError<NodeId>> {
-        let snap = self.db.snapshot();
+        let snap = self.gate.snapshot(&self.db);
         let applied = read_applied(|| snap.get(keys::APPLIED)).map_err(sm_read_err)?;
         let mut data = Vec::new();
         let lo = vec![keys::DATA_PREFIX];
@@ -220,12 +318,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         I::IntoIter: Send,
     {
         let mut applied = self.applied.clone();
-        let mut batch = WriteBatch::new();
-        let mut bytes = 0usize;
+        let mut batch = PiecedBatch::new(&self.db, &self.gate, self.piece_bytes);
         let mut replies = Vec::new();
         for e in entries {
             applied.last_applied = Some(e.log_id);
-            cut_piece(&self.db, &mut batch, &mut bytes).map_err(sm_write_err)?;
+            batch.cut().map_err(sm_write_err)?;
             let mut refused = false;
             match e.payload {
                 EntryPayload::Blank => {}
@@ -236,16 +333,17 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                     if !crate::storable(&key, &value) {
                         refused = true;
                     } else {
-                        bytes += key.len() + value.len() + 16;
-                        batch.insert(keys::data_key(key.as_bytes()), value.as_bytes());
+                        batch.bytes += key.len() + value.len() + 16;
+                        let key = keys::data_key(key.as_bytes());
+                        batch.batch.insert(key, value.as_bytes());
                     }
                 }
                 EntryPayload::Normal(Request::Delete { key }) => {
                     if !crate::storable(&key, "") {
                         refused = true;
                     } else {
-                        bytes += key.len() + 16;
-                        batch.remove(keys::data_key(key.as_bytes()));
+                        batch.bytes += key.len() + 16;
+                        batch.batch.remove(keys::data_key(key.as_bytes()));
                     }
                 }
                 EntryPayload::Membership(m) => {
@@ -260,13 +358,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         if replies.is_empty() {
             return Ok(replies);
         }
-        batch.insert(
+        batch.batch.insert(
             keys::APPLIED,
             serde_json::to_vec(&applied).expect("serialises"),
         );
-        self.db
-            .write_with(batch, WriteOptions::new().sync(false))
-            .map_err(sm_write_err)?;
+        batch.finish(false).map_err(sm_write_err)?;
         self.applied = applied;
         Ok(replies)
     }
@@ -276,6 +372,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             db: self.db.clone(),
             dir: self.dir.clone(),
             cover: self.cover.clone(),
+            gate: self.gate.clone(),
         }
     }
 
@@ -299,7 +396,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         // `snapshot_cover`).
         let installed = snapshot_file::pairs(&data)
             .and_then(|_| self.cover.save_if_newer(&self.dir, meta, &data))
-            .and_then(|()| load_snapshot(&self.db, meta, &data));
+            .and_then(|()| load_snapshot(&self.db, &self.gate, meta, &data));
         self.cover.install_ends(installed.is_ok());
         self.applied = installed.map_err(|e| snapshot_err(Some(meta), e))?;
         Ok(())
@@ -316,5 +413,69 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             })),
             Err(e) => Err(StorageIOError::read_snapshot(None, AnyError::new(&e)).into()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::CommittedLeaderId;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    fn put(i: u64) -> Entry {
+        Entry {
+            log_id: LogId::new(CommittedLeaderId::new(1, 1), i),
+            payload: EntryPayload::Normal(Request::Put {
+                key: format!("k{}", i % 10),
+                value: i.to_string(),
+            }),
+        }
+    }
+
+    /// openraft builds snapshots in a task of its own while it applies: a build that lands
+    /// between two pieces of a cut `apply` batch must not save data ahead of its log id.
+    /// Here every entry or two cuts a piece, and a builder runs all the time: each snapshot
+    /// must hold exactly the state its log id applied (key `k{j}` at the largest index up to
+    /// it that is `j` mod 10).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_snapshot_built_while_an_apply_writes_pieces_is_its_log_ids_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_log, mut sm) = crate::open_store(dir.path()).unwrap();
+        sm.piece_bytes = 40;
+        let mut builder = sm.get_snapshot_builder().await;
+        let stop = Arc::new(AtomicBool::new(false));
+        let builds = {
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                let mut checked = 0u32;
+                while !stop.load(Ordering::Relaxed) {
+                    let snap = builder.build_snapshot().await.unwrap();
+                    let upto = snap.meta.last_log_id.map_or(0, |l| l.index);
+                    let data = snap.snapshot.into_inner();
+                    let pairs = snapshot_file::pairs(&data).unwrap();
+                    let mut seen = 0;
+                    for (k, v) in pairs {
+                        let j: u64 = std::str::from_utf8(&k[1..]).unwrap().parse().unwrap();
+                        let v: u64 = std::str::from_utf8(v).unwrap().parse().unwrap();
+                        let expect = (1..=upto).rev().find(|i| i % 10 == j);
+                        assert_eq!(Some(v), expect, "k{j} in the snapshot at {upto}");
+                        seen += 1;
+                    }
+                    assert_eq!(seen, upto.min(10), "keys in the snapshot at {upto}");
+                    checked += 1;
+                    tokio::task::yield_now().await;
+                }
+                checked
+            })
+        };
+        for round in 0..300u64 {
+            sm.apply((round * 50 + 1..=round * 50 + 50).map(put))
+                .await
+                .unwrap();
+            tokio::task::yield_now().await;
+        }
+        stop.store(true, Ordering::Relaxed);
+        let checked = builds.await.unwrap();
+        assert!(checked >= 10, "only {checked} snapshots were built");
     }
 }
