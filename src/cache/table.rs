@@ -10,7 +10,7 @@
 use crate::fs::{FileSystem, RandomAccessFile};
 use std::io;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +22,8 @@ pub(crate) struct TableCache {
     files: quick_cache::sync::Cache<u64, Arc<dyn RandomAccessFile>>,
     capacity: usize,
     opens: AtomicU64,
+    /// Set by [`close_all`](Self::close_all): no descriptor is cached after it.
+    closed: AtomicBool,
 }
 
 impl std::fmt::Debug for TableCache {
@@ -68,6 +70,7 @@ impl TableCache {
             files,
             capacity,
             opens: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
         }
     }
 
@@ -87,14 +90,29 @@ impl TableCache {
     }
 
     /// The open file of table `id` at `path`, opening it (once, however many threads ask) if
-    /// it is not open.
+    /// it is not open. After [`close_all`](Self::close_all), a read still running (it raced
+    /// the close) gets a descriptor of its own, closed when the read lets go of it.
     pub(crate) fn file(
         &self,
         id: u64,
         fs: &dyn FileSystem,
         path: &Path,
     ) -> io::Result<Arc<dyn RandomAccessFile>> {
-        self.files.get_or_insert_with(&id, || self.open(fs, path))
+        if self.is_closed() {
+            return self.open(fs, path);
+        }
+        let file = self.files.get_or_insert_with(&id, || self.open(fs, path))?;
+        // A close that began meanwhile may have cleared the cache before this insert: take
+        // it out again. (The flag is set before the clear, so one of the two sees the other.)
+        if self.is_closed() {
+            self.files.remove(&id);
+        }
+        Ok(file)
+    }
+
+    /// True once [`close_all`](Self::close_all) ran: the database is closed.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
     }
 
     fn open(&self, fs: &dyn FileSystem, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>> {
@@ -134,9 +152,10 @@ impl TableCache {
         self.files.remove(&id);
     }
 
-    /// Closes every cached descriptor (the database is closed: a handle kept after `close`
-    /// must not hold files another handle deletes, or their space).
+    /// Closes every cached descriptor, and caches none from now on (the database is closed: a
+    /// handle kept after `close` must not hold files another handle deletes, or their space).
     pub(crate) fn close_all(&self) {
+        self.closed.store(true, Ordering::SeqCst);
         self.files.clear();
     }
 }
@@ -262,5 +281,24 @@ mod tests {
         // Once descriptors are back, the same table opens: nothing marked it broken.
         fs.failures.store(0, Ordering::SeqCst);
         assert!(cache.file(1, &fs, Path::new("/d/1.sst")).is_ok());
+    }
+
+    #[test]
+    fn after_close_all_a_read_gets_a_descriptor_of_its_own_and_none_is_cached() {
+        let (fs, cache) = setup(0);
+        let path = Path::new("/d/1.sst");
+        cache.file(1, &fs, path).unwrap();
+        assert_eq!(cache.open_files(), 1);
+        cache.close_all();
+        assert!(cache.is_closed());
+        assert_eq!(cache.open_files(), 0);
+        let f = cache.file(1, &fs, path).unwrap();
+        assert_eq!(f.len(), 1);
+        assert_eq!(
+            cache.open_files(),
+            0,
+            "a descriptor was cached after the close"
+        );
+        assert_eq!(cache.opens(), 2);
     }
 }

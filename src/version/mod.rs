@@ -123,6 +123,12 @@ impl TableHandle {
         if let Some(t) = self.table.get() {
             return Ok(t);
         }
+        // A closed handle's statistics and sizes still ask for its tables: one never opened
+        // stays unopened (no descriptor of a file another handle may delete, no "missing"
+        // verdict on a table that handle deleted).
+        if self.env.caches.files.is_closed() {
+            return Err(Error::Closed);
+        }
         let opened = TableReader::open_cached(&self.env.caches, &self.path).and_then(|t| {
             match_manifest(&t, &self.meta)?;
             Ok(t)

@@ -26,6 +26,7 @@ mod cli_range_delete;
 mod cli_readamp;
 mod cli_sst;
 mod close_while_busy;
+mod closed_handle_opens_no_table;
 mod compact_range_scope;
 mod compact_reclaims_space;
 mod compact_while_a_flush_runs;
