@@ -376,7 +376,9 @@ impl Db {
     /// compactions made obsolete are deleted too, unless an iterator or snapshot still reads
     /// them. A read-only database runs no background work: it returns at once.
     ///
-    /// Errors: [`Error::Closed`]; the poison error if background work stopped writes.
+    /// Errors: [`Error::Closed`]; the poison error once writes are stopped (by a failed WAL
+    /// or manifest write, or corruption a compaction found): no compaction runs then, so the
+    /// tree will not settle.
     pub fn wait_for_compactions(&self) -> Result<()> {
         self.core().wait_for_compactions()
     }
@@ -416,8 +418,8 @@ impl Db {
         self.core().read_path().load().version.level_stats()
     }
 
-    /// Stops the background threads (a running flush or compaction is abandoned and cleaned
-    /// up on the next open), syncs the WAL and releases the directory lock. Nothing is
+    /// Stops the background threads (a running compaction is abandoned and cleaned up on the
+    /// next open; a running flush is finished first, so close waits for it), syncs the WAL and releases the directory lock. Nothing is
     /// flushed: the WAL is replayed on the next open. Every handle, iterator and snapshot of
     /// this database fails with [`Error::Closed`] afterwards (reads, writes, scans, snapshots;
     /// [`stats`](Db::stats), [`tables`](Db::tables), [`levels`](Db::levels) and

@@ -188,6 +188,11 @@ impl Core {
                     failures += 1;
                     Counters::add(&self.counters.background_errors, 1);
                     log::error!("{}: flush failed: {e}", self.dir.display());
+                    // A manifest write that failed reports its I/O error once, and leaves
+                    // the manifest refusing edits: a retry would write the whole table
+                    // again only to fail to install it. (The versions' lock comes before the
+                    // state's, as in `install`.)
+                    let manifest_failed = self.versions.lock().failure().is_some();
                     let mut st = self.state.lock();
                     st.bg.flush_error = Some(e.clone());
                     st.bg.flush_failures += 1;
@@ -196,7 +201,7 @@ impl Core {
                         self.poison(&mut st, &e);
                     }
                     self.done_cv.notify_all();
-                    if matches!(e, Error::Poisoned(_)) {
+                    if matches!(e, Error::Poisoned(_)) || manifest_failed {
                         // The manifest cannot take edits any more: flushing is over until
                         // the database is reopened (the data is safe in the WAL).
                         while !st.life.shutting_down {
@@ -437,11 +442,13 @@ impl Core {
                 || (self.opts.auto_compaction
                     && st.life.poisoned.is_none()
                     && self.needs_compaction(&st.tree.version));
-            if !pending {
-                break;
-            }
+            // Once writes are stopped no compaction runs (and the flushes may be stuck on
+            // the manifest): the tree will not settle, whatever is pending.
             if let Some(e) = &st.life.poisoned {
                 return Err(e.clone());
+            }
+            if !pending {
+                break;
             }
             self.done_cv.wait_for(&mut st, Duration::from_millis(50));
         }

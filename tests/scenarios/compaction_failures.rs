@@ -96,6 +96,11 @@ fn corruption_found_by_compaction_stops_writes() {
         Err(Error::Corruption { file, .. }) => assert_eq!(file, path),
         other => panic!("writes must stop after corruption, got {other:?}"),
     }
+    // The tree will not settle: no compaction runs once writes are stopped.
+    match db.wait_for_compactions() {
+        Err(Error::Corruption { file, .. }) => assert_eq!(file, path),
+        other => panic!("wait_for_compactions must report the stop, got {other:?}"),
+    }
     // Reads that do not need the damaged block still work.
     assert!(db.get("k0499").unwrap().is_some());
 }

@@ -47,6 +47,35 @@ fn failed_manifest_sync_in_a_flush_loses_nothing() {
     }
 }
 
+/// Review finding (session 21): the manifest refuses edits after a failed write, so the flush
+/// thread must not retry the flush: that wrote the whole memtable to a second table, only to
+/// fail to install it too.
+#[test]
+fn a_flush_whose_manifest_write_failed_is_not_written_again() {
+    let fs = MemFs::new();
+    let dir = Path::new("/db");
+    let db = Db::open_with(dir, opts(&fs)).unwrap();
+    for i in 0..300u32 {
+        db.insert(format!("k{i:03}"), format!("v{i}")).unwrap();
+    }
+    fs.set_fault(Some(FaultPlan {
+        path_contains: Some("MANIFEST".into()),
+        ..FaultPlan::nth(OpKind::Sync, 0)
+    }));
+    assert!(db.flush().is_err());
+    // A retry came after a back-off of ~40 ms; give it far longer than that.
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let tables = fs
+        .list(dir)
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.ends_with(".sst"))
+        .count();
+    assert_eq!(tables, 1, "the failed flush's table, and no second one");
+    assert_eq!(db.stats().background_errors, 1);
+    assert!(matches!(db.wait_for_compactions(), Err(Error::Poisoned(_))));
+}
+
 /// A table key of about 60 KiB: a flush's manifest edit records the table's first and last
 /// key, so each flush below grows the manifest by ~120 KiB.
 fn big_key(i: u32, last: bool) -> Vec<u8> {
