@@ -432,7 +432,7 @@ mod tests {
     }
 
     #[test]
-    #[ignore]
+    #[ignore = "a tool, not a check: regenerates the fuzz seed inputs in fuzz/corpus"]
     fn write_seeds() {
         let dir = tempfile::tempdir().unwrap();
         let db = Db::open_with(
@@ -532,7 +532,7 @@ mod tests {
     /// The fuse seeds: for `filter` the blocks as stored, for `fuse_filter` behind a flag
     /// byte of none and of every fix.
     #[test]
-    #[ignore]
+    #[ignore = "a tool, not a check: regenerates the fuzz seed inputs in fuzz/corpus"]
     fn write_seeds_fuse() {
         for (name, bits, _, block) in fuse_seeds() {
             for (target, tag, input) in [
@@ -645,7 +645,7 @@ mod tests {
     }
 
     #[test]
-    #[ignore]
+    #[ignore = "a tool, not a check: regenerates the fuzz seed inputs in fuzz/corpus"]
     fn write_seeds_directory() {
         let d = corpus_dir("directory");
         std::fs::create_dir_all(&d).unwrap();

@@ -41,7 +41,8 @@ fn options(cached: bool) -> Options {
 fn child(dir: &str, start: u64) -> ! {
     let cached = std::env::var("SILT_KILL9_CACHE").is_ok_and(|v| v == "1");
     let db = Db::open_with(dir, options(cached)).expect("child open");
-    println!("open");
+    // (libtest has printed "test NAME ... " without a newline before this line starts.)
+    println!("child open");
     let mut i = start;
     loop {
         history::op(SEED, i).run(&db).expect("child write");
@@ -70,6 +71,7 @@ fn run_cycles(cycles: u64, name: &str) {
     let (mut next, mut acked_total, mut lost, mut phantom, mut torn, mut opened) =
         (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
     let (mut holes, mut cycles_run, mut first_problem) = (0u64, cycles, None::<String>);
+    let mut child_opens = 0u64;
     for cycle in 0..cycles {
         // A fresh database every EPOCH cycles keeps each judgment (a replay of the history so
         // far) bounded; within an epoch, crashes chain: crash, recover, write, crash again.
@@ -104,7 +106,7 @@ fn run_cycles(cycles: u64, name: &str) {
             let mut open = false;
             for line in BufReader::new(out).lines() {
                 let Ok(line) = line else { break };
-                if line == "open" {
+                if line.ends_with("child open") {
                     open = true;
                 }
                 if let Some(n) = line.strip_prefix("ack ") {
@@ -118,6 +120,7 @@ fn run_cycles(cycles: u64, name: &str) {
         child.kill().expect("kill");
         child.wait().unwrap();
         let child_opened = reader.join().unwrap();
+        child_opens += u64::from(child_opened);
         let acked = match last_ack.load(Ordering::SeqCst) {
             -1 => next,
             n => n as u64 + 1,
@@ -157,9 +160,15 @@ fn run_cycles(cycles: u64, name: &str) {
         }
     }
     println!(
-        "kill -9: cycles={cycles_run} open_ok={opened}/{cycles_run} acknowledged={acked_total} lost={lost} phantom={phantom} holes={holes} torn_batches={torn}"
+        "kill -9: cycles={cycles_run} child_opens={child_opens} open_ok={opened}/{cycles_run} acknowledged={acked_total} lost={lost} phantom={phantom} holes={holes} torn_batches={torn}"
     );
     assert_eq!(lost + phantom + holes + torn, 0, "{first_problem:?}");
+    // A child that never opened, or never had a write acknowledged, would make every verdict
+    // above trivially true.
+    assert!(
+        child_opens > 0 && acked_total > 0,
+        "the children opened {child_opens} times and had {acked_total} writes acknowledged"
+    );
 }
 
 #[test]

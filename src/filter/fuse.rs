@@ -569,7 +569,7 @@ mod tests {
     /// How often the first seed fails with a given size factor (an experiment, not a check):
     /// `cargo test --release --lib fuse::tests::size_factor_experiment -- --ignored --nocapture`
     #[test]
-    #[ignore]
+    #[ignore = "an experiment, not a check: prints seed failure rates by size factor"]
     fn size_factor_experiment() {
         for arity in [3u32, 4] {
             for n in [1_000u64, 2_200, 9_000, 70_000] {

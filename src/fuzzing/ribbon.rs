@@ -193,7 +193,7 @@ mod tests {
 
     /// Regenerates the seed inputs of `filter` and `ribbon_filter`.
     #[test]
-    #[ignore]
+    #[ignore = "a tool, not a check: regenerates the fuzz seed inputs in fuzz/corpus"]
     fn write_seeds_ribbon() {
         let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus");
         for (name, _, block) in seeds() {

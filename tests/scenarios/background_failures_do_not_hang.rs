@@ -4,7 +4,18 @@ use siltdb::fs::{FaultPlan, FileSystem, MemFs, OpKind};
 use siltdb::{Db, Error, Options};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+/// Runs `f` on a thread of its own and returns its result, failing the test if it takes
+/// longer than `limit` (a hang would otherwise hang the test run).
+fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(limit)
+        .unwrap_or_else(|e| panic!("no answer within {limit:?}: {e}"))
+}
 
 fn failing_tables(fs: &MemFs) {
     fs.set_fault(Some(FaultPlan {
@@ -37,11 +48,15 @@ fn flush_returns_when_every_attempt_fails() {
     .unwrap();
     db.insert("k", "v").unwrap();
     failing_tables(&fs);
-    let t = Instant::now();
-    assert!(matches!(db.flush(), Err(Error::Io(_))));
-    // A second flush while the first memtable still waits also returns.
-    assert!(db.flush().is_err());
-    assert!(t.elapsed() < Duration::from_secs(30));
+    // The flushes run on a thread of their own, so that a hang fails the test (after 30 s)
+    // instead of hanging it.
+    let (first, second) = within(Duration::from_secs(30), {
+        let db = db.clone();
+        // A second flush while the first memtable still waits also returns.
+        move || (db.flush(), db.flush())
+    });
+    assert!(matches!(first, Err(Error::Io(_))), "{first:?}");
+    assert!(second.is_err());
     assert!(db.stats().background_errors >= 1);
     assert_eq!(
         db.get("k").unwrap().map(Vec::from),
@@ -54,16 +69,18 @@ fn flush_returns_when_every_attempt_fails() {
 fn writers_get_an_error_instead_of_waiting_forever() {
     let fs = MemFs::new();
     let db = stalling_db(&fs);
-    let t = Instant::now();
-    let mut failed = None;
-    for i in 0..100_000u32 {
-        if let Err(e) = db.insert(format!("k{i:06}"), [0u8; 100]) {
-            failed = Some(e);
-            break;
+    let failed = within(Duration::from_secs(60), {
+        let db = db.clone();
+        move || {
+            for i in 0..100_000u32 {
+                if let Err(e) = db.insert(format!("k{i:06}"), [0u8; 100]) {
+                    return Some(e);
+                }
+            }
+            None
         }
-    }
+    });
     assert!(matches!(failed, Some(Error::Poisoned(_))), "{failed:?}");
-    assert!(t.elapsed() < Duration::from_secs(60));
     drop(db);
     // Nothing acknowledged was lost: reopen without faults replays the WALs.
     fs.set_fault(None);

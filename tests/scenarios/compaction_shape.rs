@@ -86,6 +86,8 @@ fn writers_wait_at_the_stop_trigger_instead_of_failing() {
     }
     let s = db.stats();
     assert!(s.write_slowdowns > 0, "{s:?}");
+    // The stop trigger was reached (and waited at), not only the slowdown one.
+    assert!(s.write_stops > 0, "{s:?}");
     assert!(db.levels()[0].tables <= 3);
     assert_eq!(db.iter().count(), 20_000);
 }

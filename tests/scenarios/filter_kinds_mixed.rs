@@ -36,6 +36,16 @@ fn check(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
     }
 }
 
+/// Data blocks read by gets of 2,000 absent keys spread over the key space.
+fn absent_key_block_reads(db: &Db) -> u64 {
+    let before = db.stats().data_block_reads;
+    for i in 0..2000u64 {
+        let absent = format!("key{:08}-", i * 500).into_bytes();
+        assert_eq!(db.get(&absent).unwrap(), None);
+    }
+    db.stats().data_block_reads - before
+}
+
 fn kinds(db: &Db) -> Vec<String> {
     let mut k: Vec<String> = db.tables().into_iter().map(|t| t.filter_kind).collect();
     k.sort();
@@ -126,12 +136,20 @@ fn bloom_and_fuse_tables_answer_alike_and_unknown_kinds_lose_only_filtering() {
         assert_eq!(s.filter_fuse_fallbacks, 0);
     }
     // A reader that does not know kind 2: same answers, more block reads.
+    let filtered = {
+        let db = Db::open_with(dir.path(), small_options().auto_compaction(false)).unwrap();
+        absent_key_block_reads(&db)
+    };
     let hidden = hide_filters(dir.path(), KIND_BINARY_FUSE);
     assert!(hidden > 0);
     let db = Db::open_with(dir.path(), small_options().auto_compaction(false)).unwrap();
     assert!(kinds(&db).contains(&"unknown".to_string()));
     check(&db, &model);
-    assert!(db.stats().data_block_reads > 0);
+    let unfiltered = absent_key_block_reads(&db);
+    assert!(
+        unfiltered > filtered,
+        "{unfiltered} block reads, {filtered} with the filters"
+    );
 }
 
 /// Tables of a few thousand keys: a Ribbon filter beats Bloom only above a few hundred.
@@ -216,11 +234,19 @@ fn ribbon_tables_answer_alike_and_unknown_kinds_lose_only_filtering() {
         assert_eq!(db.stats().filter_fuse_fallbacks, 0);
     }
     // A reader that does not know kind 3: same answers, more block reads.
+    let filtered = {
+        let db = Db::open_with(dir.path(), small_options().auto_compaction(false)).unwrap();
+        absent_key_block_reads(&db)
+    };
     assert!(hide_filters(dir.path(), KIND_RIBBON) > 0);
     let db = Db::open_with(dir.path(), small_options().auto_compaction(false)).unwrap();
     assert!(kinds(&db).contains(&"unknown".to_string()));
     check(&db, &model);
-    assert!(db.stats().data_block_reads > 0);
+    let unfiltered = absent_key_block_reads(&db);
+    assert!(
+        unfiltered > filtered,
+        "{unfiltered} block reads, {filtered} with the filters"
+    );
 }
 
 #[test]

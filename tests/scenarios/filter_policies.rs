@@ -50,15 +50,20 @@ fn per_level_vector_sets_bits_by_level() {
         Options::default().filter_policy(FilterPolicy::PerLevel(vec![14.0, 12.0, 6.0])),
         30_000,
     );
-    for t in db.tables().into_iter().filter(|t| t.entries >= 500) {
+    // Tables of 200 keys or more (these cut at ~250): smaller ones round up to whole 512-bit
+    // lines by more than the margin below.
+    let mut checked = std::collections::BTreeSet::new();
+    for t in db.tables().into_iter().filter(|t| t.entries >= 200) {
         let want = [14.0, 12.0, 6.0][t.level.min(2)];
         // Line rounding adds a little; never less than asked.
         assert!(
             t.filter_bits_per_key >= want && t.filter_bits_per_key < want + 1.5,
             "{t:?}"
         );
+        checked.insert(t.level.min(2));
     }
-    assert!(db.levels().iter().filter(|l| l.tables > 0).count() >= 2);
+    // At least two of the vector's entries were checked.
+    assert!(checked.len() >= 2, "levels checked: {checked:?}");
 }
 
 #[test]
