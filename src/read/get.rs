@@ -86,6 +86,11 @@ impl ReadPath {
         seq: Option<SeqNo>,
         mut trace: Option<&mut ReadTrace>,
     ) -> Result<Option<Bytes>> {
+        // A key over `MAX_KEY_SIZE` cannot be stored: a wrong argument, as it is for a write,
+        // and no get (it would lower every per-get mean).
+        if let Err(why) = check_sizes(key, &[]) {
+            return Err(Error::InvalidArgument(why));
+        }
         let mut pinned = Pinned::Guard(self.state.load());
         let seq = seq.unwrap_or_else(|| self.visible_seq());
         let mut g = GetCounters::default();
@@ -117,10 +122,6 @@ fn get_in(
     g: &mut GetCounters,
     mut trace: Option<&mut ReadTrace>,
 ) -> Result<Option<Bytes>> {
-    // A key over `MAX_KEY_SIZE` cannot be stored: a wrong argument, as it is for a write.
-    if let Err(why) = check_sizes(key, &[]) {
-        return Err(Error::InvalidArgument(why));
-    }
     let rs = pinned.state();
     let hash = hash_key(key);
     for mem in std::iter::once(&rs.mem).chain(rs.imms.iter()) {
@@ -153,6 +154,8 @@ fn get_in(
             Lookup::Filtered => g.memtable_filter_negatives += 1,
         }
         if covered > 0 {
+            // Answered by this memtable's range tombstone alone.
+            g.memtable_hit = true;
             g.range_covered = true;
             return Ok(None);
         }

@@ -82,6 +82,38 @@ fn db_info_and_get_work_while_the_database_is_open() {
 }
 
 #[test]
+fn db_info_gives_a_levels_bits_per_key_over_its_keys_not_its_versions() {
+    // Every key written twice before the flush: the L0 table holds 2,000 entries over 1,000
+    // keys, and its filter is built over the keys.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let opts = Options::default()
+        .bloom_bits_per_key(10.0)
+        .auto_compaction(false);
+    let db = Db::open_with(dir.path(), opts).unwrap();
+    for round in 0..2u32 {
+        for i in 0..1000u32 {
+            db.insert(format!("k{i:05}"), format!("v{round}")).unwrap();
+        }
+    }
+    db.flush().unwrap();
+    let v = json(&["db", "info", d]);
+    let level = &v["levels"][0];
+    assert_eq!(level["entries"], 2000);
+    let table = &level["table_list"][0];
+    assert_eq!(table["keys"], 1000);
+    let level_bpk = level["bits_per_key"].as_f64().unwrap();
+    let table_bpk = table["bits_per_key"].as_f64().unwrap();
+    let lib_bpk = db.levels()[0].bits_per_key;
+    assert!((10.0..10.5).contains(&level_bpk), "{level_bpk}");
+    assert!(
+        (level_bpk - table_bpk).abs() < 1e-9,
+        "{level_bpk} {table_bpk}"
+    );
+    assert!((level_bpk - lib_bpk).abs() < 1e-9, "{level_bpk} {lib_bpk}");
+}
+
+#[test]
 fn db_info_names_the_filter_kind_of_each_level_and_table() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();

@@ -54,6 +54,10 @@ fn range_tombstones_are_shown_by_sst_wal_and_db_commands() {
         "{out}"
     );
     assert!(lines[2].contains("<end of keys>"), "{out}");
+    // --limit counts range tombstones as records: one entry and one tombstone, of three.
+    let out = stdout(&["sst", "dump", newest, "--limit", "2"]);
+    assert_eq!(out.lines().count(), 2, "{out}");
+    assert_eq!(stdout(&["sst", "dump", newest, "--limit", "0"]), "");
     let recs = json_lines(&stdout(&[
         "sst", "dump", newest, "--json", "--from", "k095",
     ]));

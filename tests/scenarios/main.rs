@@ -43,6 +43,7 @@ mod filter_counters;
 mod filter_kinds_mixed;
 mod filter_policies;
 mod footprint_figures;
+mod get_counts_what_answered;
 mod group_commit_synced;
 mod group_commit_takeover;
 mod invalid_arguments;

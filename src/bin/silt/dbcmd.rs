@@ -26,6 +26,8 @@ struct TableRow {
     number: u64,
     bytes: u64,
     entries: u64,
+    /// Distinct user keys (what the filter is built over; `entries` counts every version).
+    keys: u64,
     smallest: String,
     largest: String,
     filter_bytes: u64,
@@ -145,6 +147,7 @@ pub fn info(dir: &Path, json: bool) -> Result<(), CliError> {
                 number: meta.number,
                 bytes: meta.size,
                 entries: meta.entries,
+                keys: t.properties().user_keys,
                 smallest: escape(meta.smallest_user()),
                 largest: escape(meta.largest_user()),
                 filter_bytes: fbytes,
@@ -157,10 +160,12 @@ pub fn info(dir: &Path, json: bool) -> Result<(), CliError> {
         // Sizes and counts come from the manifest, each bounded but not their number.
         let entries = rows.iter().map(|r| r.entries).fold(0, u64::saturating_add);
         let filter_bytes: u64 = rows.iter().map(|r| r.filter_bytes).sum();
+        // Per key of what the filters cover, as each table's row and `Db::levels` count it:
+        // distinct user keys, not every version and tombstone.
         let keys: f64 = rows
             .iter()
             .filter(|r| r.filter_bytes > 0)
-            .map(|r| r.entries as f64)
+            .map(|r| r.keys as f64)
             .sum();
         let expected_fpr = if level == 0 {
             rows.iter().map(|r| r.predicted_fpr).sum()

@@ -1220,6 +1220,11 @@ pub fn dump(args: &DumpArgs, json: bool) -> Result<(), CliError> {
         if before_from || to.as_ref().is_some_and(|t| start >= *t) {
             continue;
         }
+        // A range tombstone is a record too: --limit counts it.
+        if args.limit.is_some_and(|l| printed >= l) {
+            break;
+        }
+        printed += 1;
         let r = RangeJson {
             start: show(&start, args.hex),
             end: end.map(|e| show(&e, args.hex)),
