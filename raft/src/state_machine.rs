@@ -444,10 +444,10 @@ mod tests {
         sm.piece_bytes = 40;
         let mut builder = sm.get_snapshot_builder().await;
         let stop = Arc::new(AtomicBool::new(false));
+        let built = Arc::new(std::sync::atomic::AtomicU32::new(0));
         let builds = {
-            let stop = stop.clone();
+            let (stop, built) = (stop.clone(), built.clone());
             tokio::spawn(async move {
-                let mut checked = 0u32;
                 while !stop.load(Ordering::Relaxed) {
                     let snap = builder.build_snapshot().await.unwrap();
                     let upto = snap.meta.last_log_id.map_or(0, |l| l.index);
@@ -462,20 +462,29 @@ mod tests {
                         seen += 1;
                     }
                     assert_eq!(seen, upto.min(10), "keys in the snapshot at {upto}");
-                    checked += 1;
+                    built.fetch_add(1, Ordering::Relaxed);
                     tokio::task::yield_now().await;
                 }
-                checked
             })
         };
-        for round in 0..300u64 {
+        // At least 300 rounds, and on until 20 snapshots were built and checked (each saves
+        // its file with two fsyncs: on a busy disk the rounds may end first).
+        let mut round = 0u64;
+        while round < 300 || built.load(Ordering::Relaxed) < 20 {
             sm.apply((round * 50 + 1..=round * 50 + 50).map(put))
                 .await
                 .unwrap();
+            round += 1;
+            // A builder that failed an assertion ends: its panic comes out of the await below.
+            if builds.is_finished() {
+                break;
+            }
+            assert!(round < 1_000_000, "the builder never finished 20 builds");
             tokio::task::yield_now().await;
         }
         stop.store(true, Ordering::Relaxed);
-        let checked = builds.await.unwrap();
-        assert!(checked >= 10, "only {checked} snapshots were built");
+        builds.await.unwrap();
+        let checked = built.load(Ordering::Relaxed);
+        assert!(checked >= 20, "only {checked} snapshots were built");
     }
 }

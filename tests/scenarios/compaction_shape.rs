@@ -77,7 +77,8 @@ fn writers_wait_at_the_stop_trigger_instead_of_failing() {
         .l0_compaction_trigger(1)
         .l0_slowdown_trigger(1)
         .l0_stop_trigger(2)
-        .max_immutable_memtables(1);
+        // Room for many sealed memtables: the stops counted below are L0's, not theirs.
+        .max_immutable_memtables(8);
     let db = open(opts);
     let mut rng = common::Rng(11);
     for _ in 0..20_000 {
