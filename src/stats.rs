@@ -7,9 +7,10 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 #[derive(Clone, Debug, Default, PartialEq)]
 #[non_exhaustive]
 pub struct Stats {
-    /// Point reads (`get`, `contains_key`, `get_traced`, snapshot gets).
+    /// Point reads (`get`, `contains_key`, `get_traced`, snapshot gets); a get refused for
+    /// its key ([`Error::InvalidArgument`](crate::Error::InvalidArgument)) is not one.
     pub gets: u64,
-    /// Gets answered by a memtable.
+    /// Gets answered by a memtable: by a version there, or by its range tombstone alone.
     pub memtable_hits: u64,
     /// Memtables skipped because their filter said "definitely not" (no skiplist walk).
     pub memtable_filter_negatives: u64,
