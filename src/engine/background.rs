@@ -266,10 +266,14 @@ impl Core {
         // next memtable's flush. `Db::flush` and `wait_for_compactions` wait for the purge, so
         // a caller that flushed and compacted still finds no copy of removed data on disk.
         log::info!("flushed {} entries of WAL {}", imm.len(), imm.wal_number());
+        // Queued and counted under one hold of the state lock: a close that begins once the
+        // purge thread has the WAL finds this flush counted, so a `Db::flush` waiting for it
+        // returns Ok rather than `Closed`. (The state lock is taken before the queue's
+        // elsewhere too: tables dropped with a version under it.)
+        let mut st = self.state.lock();
         self.env
             .obsolete
             .push(filename::wal_path(&self.dir, imm.wal_number()));
-        let mut st = self.state.lock();
         st.tree.flushed += 1;
         st.bg.flush_error = None;
         drop(st);
