@@ -22,6 +22,20 @@ pub struct HookedFs {
     pub on_sync: Option<Hook>,
 }
 
+impl HookedFs {
+    /// `inner` with no hooks: set the ones a test needs with struct update syntax,
+    /// `HookedFs { on_open: Some(..), ..HookedFs::new(mem) }`.
+    pub fn new(inner: MemFs) -> HookedFs {
+        HookedFs {
+            inner,
+            on_open: None,
+            on_remove: None,
+            on_sync_dir: None,
+            on_sync: None,
+        }
+    }
+}
+
 impl std::fmt::Debug for HookedFs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HookedFs").finish_non_exhaustive()

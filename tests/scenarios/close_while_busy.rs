@@ -101,11 +101,8 @@ fn a_close_called_while_another_runs_returns_its_outcome() {
     // fault plan then fails.
     let (hook, armed, entered, release) = hold_once(|| true);
     let fs = HookedFs {
-        inner: MemFs::new(),
-        on_open: None,
-        on_remove: None,
-        on_sync_dir: None,
         on_sync: Some(hook),
+        ..HookedFs::new(MemFs::new())
     };
     let opts = common::small_options()
         .auto_compaction(false)
@@ -199,11 +196,8 @@ fn a_close_that_waited_for_another_returns_once_the_directory_is_unlocked() {
     let inner = MemFs::new();
     let fs = SlowUnlockFs {
         inner: HookedFs {
-            inner: inner.clone(),
-            on_open: None,
-            on_remove: None,
-            on_sync_dir: None,
             on_sync: Some(hook),
+            ..HookedFs::new(inner.clone())
         },
         delay: Duration::from_millis(300),
     };
@@ -234,10 +228,6 @@ fn a_panic_inside_close_ends_the_close_instead_of_hanging_the_drop() {
     let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let inner = MemFs::new();
     let fs = HookedFs {
-        inner: inner.clone(),
-        on_open: None,
-        on_remove: None,
-        on_sync_dir: None,
         on_sync: Some({
             let armed = armed.clone();
             Arc::new(move |_: &Path| {
@@ -246,6 +236,7 @@ fn a_panic_inside_close_ends_the_close_instead_of_hanging_the_drop() {
                 }
             })
         }),
+        ..HookedFs::new(inner.clone())
     };
     let opts = common::small_options()
         .auto_compaction(false)

@@ -18,15 +18,12 @@ fn a_closed_handle_opens_no_table_for_its_statistics() {
     let sst_opens = Arc::new(AtomicU64::new(0));
     let counted = sst_opens.clone();
     let fs = HookedFs {
-        inner: mem.clone(),
         on_open: Some(Arc::new(move |p: &Path| {
             if p.extension().is_some_and(|e| e == "sst") {
                 counted.fetch_add(1, Ordering::SeqCst);
             }
         })),
-        on_remove: None,
-        on_sync_dir: None,
-        on_sync: None,
+        ..HookedFs::new(mem.clone())
     };
     let opts = || Options::default().file_system(Arc::new(fs.clone()));
     let db = Db::open_with("/db", opts()).unwrap();

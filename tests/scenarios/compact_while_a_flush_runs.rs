@@ -39,15 +39,13 @@ fn a_flush_in_progress_keeps_no_compacted_table_on_disk() {
     let (flush_hold, flush_armed, flush_entered, flush_release) =
         hold_once(|| thread_is("siltdb-flush"));
     let fs = HookedFs {
-        inner: mem.clone(),
-        on_open: None,
-        on_remove: None,
         on_sync_dir: Some(compact_hold),
         on_sync: Some(Arc::new(move |p: &Path| {
             if p.extension().is_some_and(|e| e == "sst") {
                 flush_hold(p);
             }
         })),
+        ..HookedFs::new(mem.clone())
     };
     let dir = Path::new("/db");
     let opts = common::small_options()

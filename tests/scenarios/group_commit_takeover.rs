@@ -23,13 +23,10 @@ const THREADS: u64 = 8;
 /// released are all queued again before the next group's fsync would end.
 fn slow_sync(mem: &MemFs, millis: u64) -> Arc<dyn FileSystem> {
     Arc::new(HookedFs {
-        inner: mem.clone(),
-        on_open: None,
-        on_remove: None,
-        on_sync_dir: None,
         on_sync: Some(Arc::new(move |_: &Path| {
             std::thread::sleep(Duration::from_millis(millis))
         })),
+        ..HookedFs::new(mem.clone())
     })
 }
 

@@ -13,6 +13,22 @@ fn opts(fs: &MemFs) -> Options {
         .auto_compaction(false)
 }
 
+/// Opens a database on `fs`, writes 300 keys and flushes them with the manifest's first sync
+/// failing; asserts that the flush failed.
+fn flush_with_failing_manifest_sync(fs: &MemFs, dir: &Path) -> Db {
+    let db = Db::open_with(dir, opts(fs)).unwrap();
+    for i in 0..300u32 {
+        db.insert(format!("k{i:03}"), format!("v{i}")).unwrap();
+    }
+    // Syncs in a flush: the old WAL (at seal), the table, then the manifest edit.
+    fs.set_fault(Some(FaultPlan {
+        path_contains: Some("MANIFEST".into()),
+        ..FaultPlan::nth(OpKind::Sync, 0)
+    }));
+    assert!(db.flush().is_err());
+    db
+}
+
 #[test]
 fn failed_manifest_sync_in_a_flush_loses_nothing() {
     for image in [
@@ -21,16 +37,7 @@ fn failed_manifest_sync_in_a_flush_loses_nothing() {
     ] {
         let fs = MemFs::new();
         let dir = Path::new("/db");
-        let db = Db::open_with(dir, opts(&fs)).unwrap();
-        for i in 0..300u32 {
-            db.insert(format!("k{i:03}"), format!("v{i}")).unwrap();
-        }
-        // Syncs in a flush: the old WAL (at seal), the table, then the manifest edit.
-        fs.set_fault(Some(FaultPlan {
-            path_contains: Some("MANIFEST".into()),
-            ..FaultPlan::nth(OpKind::Sync, 0)
-        }));
-        assert!(db.flush().is_err());
+        let db = flush_with_failing_manifest_sync(&fs, dir);
         assert!(matches!(db.insert("after", "x"), Err(Error::Poisoned(_))));
         assert_eq!(fs.faults_injected(), 1);
         let crashed = fs.crash_image(image);
@@ -54,15 +61,7 @@ fn failed_manifest_sync_in_a_flush_loses_nothing() {
 fn a_flush_whose_manifest_write_failed_is_not_written_again() {
     let fs = MemFs::new();
     let dir = Path::new("/db");
-    let db = Db::open_with(dir, opts(&fs)).unwrap();
-    for i in 0..300u32 {
-        db.insert(format!("k{i:03}"), format!("v{i}")).unwrap();
-    }
-    fs.set_fault(Some(FaultPlan {
-        path_contains: Some("MANIFEST".into()),
-        ..FaultPlan::nth(OpKind::Sync, 0)
-    }));
-    assert!(db.flush().is_err());
+    let db = flush_with_failing_manifest_sync(&fs, dir);
     // A retry came after a back-off of ~40 ms; give it far longer than that.
     std::thread::sleep(std::time::Duration::from_millis(400));
     let tables = fs

@@ -17,8 +17,6 @@ fn the_purge_thread_deletes_what_a_reader_held_last() {
     let removed: Arc<Mutex<Vec<(PathBuf, String)>>> = Arc::default();
     let log = removed.clone();
     let fs = HookedFs {
-        inner: MemFs::new(),
-        on_open: None,
         on_remove: Some(Arc::new(move |path: &Path| {
             let who = std::thread::current()
                 .name()
@@ -26,8 +24,7 @@ fn the_purge_thread_deletes_what_a_reader_held_last() {
                 .to_string();
             log.lock().push((path.to_path_buf(), who));
         })),
-        on_sync_dir: None,
-        on_sync: None,
+        ..HookedFs::new(MemFs::new())
     };
     let dir = Path::new("/db");
     let db = Db::open_with(

@@ -140,16 +140,13 @@ fn tables_deleted_while_a_read_only_open_runs_do_not_fail_it() {
         .unwrap();
     let (gone_listed, inner) = (dir.join(&tables[0]), fs.clone());
     let hooked = HookedFs {
-        inner: fs.clone(),
         // Each vanishes when the open reaches it.
         on_open: Some(Arc::new(move |p: &Path| {
             if p == gone_listed || p == Path::new("/db/999999.sst") {
                 let _ = inner.remove(p);
             }
         })),
-        on_remove: None,
-        on_sync_dir: None,
-        on_sync: None,
+        ..HookedFs::new(fs.clone())
     };
     let ro = Db::open_with(
         dir,

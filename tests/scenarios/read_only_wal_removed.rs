@@ -19,15 +19,12 @@ fn a_wal_removed_before_a_read_only_open_replays_it_restarts_the_open() {
     let (hold, armed, entered, release) =
         hold_once(|| std::thread::current().name() == Some("read-only-open"));
     let fs = HookedFs {
-        inner: mem.clone(),
         on_open: Some(Arc::new(move |p: &std::path::Path| {
             if p.extension().is_some_and(|e| e == "wal") {
                 hold(p);
             }
         })),
-        on_remove: None,
-        on_sync_dir: None,
-        on_sync: None,
+        ..HookedFs::new(mem.clone())
     };
     let opts = || Options::default().file_system(Arc::new(fs.clone()));
     let db = Db::open_with("/db", opts()).unwrap();

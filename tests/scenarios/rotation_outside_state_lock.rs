@@ -125,15 +125,12 @@ fn a_sync_that_waits_for_two_seals_blocks_no_unsynced_writer() {
     let (held, armed, entered_rx, release_tx) = common::hooked_fs::hold_once(|| true);
     let h = hold.clone();
     let fs = common::hooked_fs::HookedFs {
-        inner: mem.clone(),
-        on_open: None,
-        on_remove: None,
-        on_sync_dir: None,
         on_sync: Some(Arc::new(move |p: &Path| {
             if h.lock().unwrap().as_deref() == Some(p) {
                 held(p);
             }
         })),
+        ..common::hooked_fs::HookedFs::new(mem.clone())
     };
     let dir = Path::new("/db");
     let opts = common::small_options()

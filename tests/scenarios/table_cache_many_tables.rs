@@ -37,7 +37,6 @@ fn two_thousand_tables_with_64_descriptors() {
     let opens = Arc::new(Opens::default());
     let seen = opens.clone();
     let fs = HookedFs {
-        inner: MemFs::new(),
         on_open: Some(Arc::new(move |path: &Path| {
             *seen.count.lock().entry(path.to_path_buf()).or_default() += 1;
             if seen.slow.lock().as_deref() == Some(path) {
@@ -45,9 +44,7 @@ fn two_thousand_tables_with_64_descriptors() {
                 std::thread::sleep(Duration::from_millis(50));
             }
         })),
-        on_remove: None,
-        on_sync_dir: None,
-        on_sync: None,
+        ..HookedFs::new(MemFs::new())
     };
     let dir = Path::new("/db");
     let db = Db::open_with(

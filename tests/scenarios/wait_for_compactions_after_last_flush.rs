@@ -32,8 +32,6 @@ fn held_removal() -> HeldRemoval {
     let (entered_tx, release_rx) = (Mutex::new(entered_tx), Mutex::new(release_rx));
     let hook_armed = armed.clone();
     let fs = HookedFs {
-        inner: mem.clone(),
-        on_open: None,
         on_remove: Some(Arc::new(move |p: &Path| {
             let wal = p.extension().is_some_and(|e| e == "wal");
             if wal && hook_armed.swap(false, Ordering::SeqCst) {
@@ -45,8 +43,7 @@ fn held_removal() -> HeldRemoval {
                     .recv_timeout(Duration::from_secs(20));
             }
         })),
-        on_sync_dir: None,
-        on_sync: None,
+        ..HookedFs::new(mem.clone())
     };
     let opts = common::small_options()
         .memtable_size(1 << 20)
