@@ -5,9 +5,11 @@
 //! made durable by one fsync of the WAL (`Db::sync`) on the log's flusher thread, which calls
 //! openraft's flush callback only after the fsync returned; appends that queue up behind one
 //! fsync would share it (group commit). openraft 0.9.25's core waits for each append's
-//! callback before it goes on (`RaftCore::append_to_log`), so in practice one append is in
-//! flight at a time and the sharing comes from openraft putting several client writes into
-//! one append. The vote, a truncation and a purge are
+//! callback before it goes on (`RaftCore::append_to_log`), so one append is in flight at a
+//! time, and a leader appends each client write as an append of its own
+//! (`RaftCore::write_entry`): the leader fsyncs once per client write. A follower's append
+//! holds the entries of one AppendEntries message, often several, which share its fsync.
+//! The vote, a truncation and a purge are
 //! synced writes that return only when durable. siltdb keeps a prefix of its write history on
 //! power loss (`docs/durability.md`, D2), so a synced write also makes every write before it
 //! durable, including the state machine's unsynced applies in the same database.
@@ -87,9 +89,22 @@ impl LogReader {
         Ok(out)
     }
 
-    /// The log id of the last entry in the log, if any.
-    fn last_log_id(&self) -> Result<Option<LogId<NodeId>>, crate::Error> {
-        let lo = keys::log_key(0).to_vec();
+    /// The log id of the last entry in the log after `purged` (the last purged log id), if
+    /// any. The backward scan starts past the purged entries: their range delete is walked
+    /// key by key from the back, so a log purged whole would otherwise cost a read of every
+    /// block its deleted entries still fill until compaction drops them.
+    fn last_log_id(
+        &self,
+        purged: Option<&LogId<NodeId>>,
+    ) -> Result<Option<LogId<NodeId>>, crate::Error> {
+        let first = match purged {
+            None => 0,
+            Some(p) => match p.index.checked_add(1) {
+                Some(first) => first,
+                None => return Ok(None),
+            },
+        };
+        let lo = keys::log_key(first).to_vec();
         let hi = keys::log_end().to_vec();
         match self.db.range(lo..hi).next_back() {
             None => Ok(None),
@@ -214,7 +229,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError<NodeId>> {
         let purged: Option<LogId<NodeId>> = self.reader.meta(keys::PURGED).map_err(read_err)?;
-        let last = self.reader.last_log_id().map_err(read_err)?;
+        let last = self.reader.last_log_id(purged.as_ref()).map_err(read_err)?;
         Ok(LogState {
             last_purged_log_id: purged,
             last_log_id: last.or(purged),
@@ -308,5 +323,70 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .db
             .write_with(batch, Self::synced())
             .map_err(write_err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::storage::RaftLogStorageExt;
+    use openraft::{CommittedLeaderId, EntryPayload};
+    use siltdb::fs::{FileSystem, MemFs};
+    use siltdb::Options;
+
+    fn log_id(i: u64) -> LogId<NodeId> {
+        LogId::new(CommittedLeaderId::new(1, 1), i)
+    }
+
+    fn entry(i: u64) -> Entry {
+        Entry {
+            log_id: log_id(i),
+            payload: EntryPayload::Normal(crate::Request::Put {
+                key: format!("key{i}"),
+                value: "x".repeat(100),
+            }),
+        }
+    }
+
+    /// Review finding (session 22): `get_log_state` found the last entry by scanning the
+    /// whole log from the back, and a backward scan walks a range delete key by key. After a
+    /// purge of the whole log (a follower that installed a snapshot past its log) every
+    /// start-up read each block of the deleted entries, until compaction dropped them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn log_state_after_a_whole_purge_reads_no_deleted_entries() {
+        let fs = MemFs::new();
+        let opts = Options::default()
+            .file_system(Arc::new(fs.clone()) as Arc<dyn FileSystem>)
+            .block_cache_size(0)
+            .auto_compaction(false)
+            .sync_writes(false);
+        let db = Arc::new(Db::open_with("/db", opts).unwrap());
+        let mut log = LogStore::new(db.clone(), Arc::new(SnapshotCover::new(None)));
+        for start in (1..=20_000u64).step_by(1_000) {
+            log.blocking_append((start..start + 1_000).map(entry))
+                .await
+                .unwrap();
+        }
+        db.flush().unwrap();
+        let state = log.get_log_state().await.unwrap();
+        assert_eq!(state.last_log_id, Some(log_id(20_000)));
+
+        log.purge(log_id(20_000)).await.unwrap();
+        let ops = fs.op_count();
+        let state = log.get_log_state().await.unwrap();
+        let reads = fs.op_count() - ops;
+        assert_eq!(state.last_purged_log_id, Some(log_id(20_000)));
+        assert_eq!(state.last_log_id, Some(log_id(20_000)));
+        // The table's ~3 MiB of deleted entries fill hundreds of blocks.
+        assert!(reads <= 4, "{reads} file operations");
+
+        // A purge up to part of the log still finds its last entry.
+        log.blocking_append((20_001..=20_010).map(entry))
+            .await
+            .unwrap();
+        log.purge(log_id(20_005)).await.unwrap();
+        let state = log.get_log_state().await.unwrap();
+        assert_eq!(state.last_purged_log_id, Some(log_id(20_005)));
+        assert_eq!(state.last_log_id, Some(log_id(20_010)));
     }
 }
