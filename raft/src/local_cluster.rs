@@ -138,9 +138,18 @@ impl LocalCluster {
         Ok(addr)
     }
 
-    /// The address of node `id`. Panics if there is no such node (a test's mistake).
+    /// The address of node `id`. Panics if there is no such node (a test's mistake); the
+    /// methods that take an id return [`Error::InvalidArgument`] instead.
     pub fn addr(&self, id: NodeId) -> &str {
         &self.nodes[&id].addr
+    }
+
+    /// The address of node `id`, or [`Error::InvalidArgument`] if there is no such node.
+    fn node_addr(&self, id: NodeId) -> Result<&str, Error> {
+        self.nodes
+            .get(&id)
+            .map(|n| n.addr.as_str())
+            .ok_or_else(|| Error::InvalidArgument(format!("no node {id}")))
     }
 
     /// The addresses of every node, by id.
@@ -169,12 +178,13 @@ impl LocalCluster {
 
     /// Starts node `id` again on its directory and address; returns once it answers.
     ///
-    /// Errors: as [`LocalCluster::start`].
+    /// Errors: [`Error::InvalidArgument`] if there is no node `id`; otherwise as
+    /// [`LocalCluster::start`].
     pub fn restart(&mut self, id: NodeId) -> Result<(), Error> {
+        let addr = self.node_addr(id)?.to_string();
         self.kill(id)?;
         // The killed process's listening port is free once it is reaped, but wait for it
         // rather than let the new process fail to bind.
-        let addr = self.addr(id).to_string();
         let deadline = Instant::now() + Duration::from_secs(10);
         while TcpListener::bind(&addr).is_err() && Instant::now() < deadline {
             thread::sleep(Duration::from_millis(50));
@@ -186,7 +196,8 @@ impl LocalCluster {
 
     /// Polls node `id`'s status until `cond` holds or `timeout` passes.
     ///
-    /// Errors: [`Error::Unavailable`] naming `what` and the last status seen.
+    /// Errors: [`Error::InvalidArgument`] if there is no node `id`; [`Error::Unavailable`]
+    /// naming `what` and the last status seen.
     pub fn wait_status(
         &self,
         id: NodeId,
@@ -194,9 +205,10 @@ impl LocalCluster {
         what: &str,
         cond: impl Fn(&NodeStatus) -> bool,
     ) -> Result<NodeStatus, Error> {
+        let addr = self.node_addr(id)?;
         let deadline = Instant::now() + timeout;
         loop {
-            let last = match client::status(self.addr(id)) {
+            let last = match client::status(addr) {
                 Ok(s) if cond(&s) => return Ok(s),
                 Ok(s) => format!("{s:?}"),
                 Err(e) => e.to_string(),
@@ -253,5 +265,29 @@ impl Drop for LocalCluster {
                 let _ = c.wait();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Review finding (session 22): `restart` and `wait_status` of an id the cluster does not
+    /// have panicked (an index into the node map) instead of returning an error.
+    #[test]
+    fn an_unknown_node_id_is_an_invalid_argument() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = LocalCluster {
+            exe: PathBuf::from("/nonexistent/siltdb-raft-node"),
+            root: dir.path().to_path_buf(),
+            extra_args: Vec::new(),
+            nodes: BTreeMap::new(),
+        };
+        assert!(matches!(c.restart(99), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            c.wait_status(99, Duration::from_millis(10), "answer", |_| true),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(matches!(c.kill(99), Ok(())));
     }
 }

@@ -22,13 +22,16 @@ pub struct NodeConfig {
     pub addr: String,
     /// The node's directory: its siltdb database and snapshot file.
     pub dir: PathBuf,
-    /// Heartbeat interval. Default 100 ms.
+    /// Heartbeat interval, in whole milliseconds (openraft's unit; a fraction is dropped).
+    /// Default 100 ms; at least 1 ms.
     pub heartbeat: Duration,
     /// Election timeout range (a follower that hears no leader for a random time in it
-    /// stands for election). Default 500..1000 ms: three nodes share a 2-core machine in
-    /// the tests, so heartbeats can be late.
+    /// stands for election), in whole milliseconds. Default 500..1000 ms: three nodes share
+    /// a 2-core machine in the tests, so heartbeats can be late. The low end must be above
+    /// the heartbeat and below the high end.
     pub election_timeout: (Duration, Duration),
-    /// Build a snapshot after this many applied entries since the last one. Default 50,000.
+    /// Build a snapshot after this many applied entries since the last one. Default 50,000;
+    /// from 1 to 2^62 (`u64::MAX` or any value above 2^62 is refused, not taken as "never").
     pub snapshot_every: u64,
     /// Entries kept in the log behind a snapshot for followers that lag a little. Default
     /// 1,000.
@@ -50,11 +53,30 @@ impl NodeConfig {
     }
 
     fn raft_config(&self) -> Result<Config, Error> {
+        let millis = |d: Duration, what: &str| {
+            u64::try_from(d.as_millis())
+                .map_err(|_| Error::InvalidArgument(format!("{what} {d:?} is too long")))
+        };
+        let heartbeat_interval = millis(self.heartbeat, "heartbeat")?;
+        // openraft takes 0 ms as given: its timers would fire at once, forever.
+        if heartbeat_interval == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "heartbeat {:?} is under 1 ms",
+                self.heartbeat
+            )));
+        }
+        // openraft adds the threshold to a log index: keep the sum far from overflowing.
+        if !(1..=1 << 62).contains(&self.snapshot_every) {
+            return Err(Error::InvalidArgument(format!(
+                "snapshot_every {} is not in 1..=2^62",
+                self.snapshot_every
+            )));
+        }
         let c = Config {
             cluster_name: "siltdb-raft".into(),
-            heartbeat_interval: self.heartbeat.as_millis() as u64,
-            election_timeout_min: self.election_timeout.0.as_millis() as u64,
-            election_timeout_max: self.election_timeout.1.as_millis() as u64,
+            heartbeat_interval,
+            election_timeout_min: millis(self.election_timeout.0, "election timeout")?,
+            election_timeout_max: millis(self.election_timeout.1, "election timeout")?,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(self.snapshot_every),
             max_in_snapshot_log_to_keep: self.keep_after_snapshot,
             ..Default::default()
@@ -399,5 +421,71 @@ impl Node {
             wal_syncs: stats.wal_syncs,
             write_groups: stats.write_groups,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> NodeConfig {
+        NodeConfig::new(1, "127.0.0.1:0", "/nonexistent")
+    }
+
+    #[test]
+    fn the_defaults_are_valid() {
+        let c = config().raft_config().unwrap();
+        assert_eq!(c.heartbeat_interval, 100);
+        assert_eq!(c.snapshot_policy, SnapshotPolicy::LogsSinceLast(50_000));
+    }
+
+    /// Review finding (session 22): a heartbeat under 1 ms became 0 ms, which openraft's
+    /// own check accepts (it only compares it with the election timeout), and a snapshot
+    /// threshold of 0 or `u64::MAX` reached openraft (a snapshot per commit; an overflow).
+    #[test]
+    fn bad_timings_and_thresholds_are_invalid_arguments() {
+        let bad = [
+            NodeConfig {
+                heartbeat: Duration::from_micros(500),
+                ..config()
+            },
+            NodeConfig {
+                heartbeat: Duration::ZERO,
+                ..config()
+            },
+            NodeConfig {
+                election_timeout: (Duration::from_millis(50), Duration::from_millis(1000)),
+                ..config()
+            },
+            NodeConfig {
+                election_timeout: (Duration::from_millis(900), Duration::from_millis(900)),
+                ..config()
+            },
+            NodeConfig {
+                election_timeout: (Duration::from_millis(500), Duration::MAX),
+                ..config()
+            },
+            NodeConfig {
+                snapshot_every: 0,
+                ..config()
+            },
+            NodeConfig {
+                snapshot_every: u64::MAX,
+                ..config()
+            },
+        ];
+        for c in bad {
+            assert!(
+                matches!(c.raft_config(), Err(Error::InvalidArgument(_))),
+                "{c:?}"
+            );
+        }
+        let edge = NodeConfig {
+            heartbeat: Duration::from_millis(1),
+            election_timeout: (Duration::from_millis(2), Duration::from_millis(3)),
+            snapshot_every: 1 << 62,
+            ..config()
+        };
+        assert!(edge.raft_config().is_ok());
     }
 }
