@@ -323,11 +323,21 @@ impl Parsed {
     /// Decodes every entry in order; `None` if any is malformed or the keys do not strictly
     /// increase (in internal-key order): a block out of order would answer seeks wrongly.
     pub(crate) fn entries(&self) -> Option<Vec<BlockEntry>> {
+        self.entries_within(usize::MAX)
+    }
+
+    /// [`entries`](Self::entries), and `None` as soon as the decoded keys hold more than
+    /// `key_budget` bytes: prefix compression lets a small block decode into keys thousands
+    /// of times its size, so a caller that knows a bound for them (the index: each key is at
+    /// most its data block's size) checks it before it allocates them.
+    pub(crate) fn entries_within(&self, key_budget: usize) -> Option<Vec<BlockEntry>> {
         let mut out: Vec<BlockEntry> = Vec::new();
         let mut pos = 0;
         let mut key: Vec<u8> = Vec::new();
+        let mut budget = key_budget;
         while pos < self.entries_end {
             let (value, next) = self.entry_at(pos, &mut key)?;
+            budget = budget.checked_sub(key.len())?;
             if out
                 .last()
                 .is_some_and(|(prev, _)| !key::cmp_encoded(prev, &key).is_lt())
@@ -496,6 +506,28 @@ mod tests {
         let mut out = Vec::new();
         b.finish_into(&mut out);
         Block::parse(Bytes::from(out)).unwrap()
+    }
+
+    #[test]
+    fn entries_within_stops_at_the_key_budget() {
+        let mut b = BlockBuilder::new(16);
+        let keys: Vec<Vec<u8>> = (0..10u8)
+            .map(|i| {
+                let mut u = vec![b'k'; 1000];
+                u.push(i);
+                key::encode(&u, key::trailer(1, ValueKind::Put))
+            })
+            .collect();
+        for k in &keys {
+            b.add(k, b"v");
+        }
+        let mut raw = Vec::new();
+        b.finish_into(&mut raw);
+        let block = Block::parse(Bytes::from(raw)).unwrap();
+        let total: usize = keys.iter().map(Vec::len).sum();
+        assert!(block.len() < total / 5, "prefix compression");
+        assert_eq!(block.entries_within(total).unwrap().len(), 10);
+        assert!(block.entries_within(total - 1).is_none());
     }
 
     #[test]

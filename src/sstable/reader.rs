@@ -389,8 +389,15 @@ impl TableReader {
         let at = self.footer.index.offset;
         let bad = |d: &str| Error::corruption(&self.path, at, format!("index block: {d}"));
         let block = Block::parse(raw).ok_or_else(|| bad("malformed restart array"))?;
-        let entries = block.entries().ok_or_else(|| bad("malformed entry"))?;
         let data_end = self.data_end();
+        // An index key is at most as long as its data block (the block's last key, or a
+        // shorter separator, and a block holds its last key's bytes), so together the keys
+        // hold at most the file's size: more is a forged block whose prefix compression
+        // would otherwise expand into gigabytes here, at every open of the table.
+        let budget = usize::try_from(data_end).unwrap_or(usize::MAX);
+        let entries = block
+            .entries_within(budget)
+            .ok_or_else(|| bad("malformed entry, or keys longer than their data blocks"))?;
         let mut out = Vec::with_capacity(entries.len());
         for (k, v) in entries {
             let mut r = Reader::new(&v);
@@ -403,6 +410,9 @@ impl TableReader {
             }
             if key::decode(&k).is_none() {
                 return Err(bad("key shorter than its trailer"));
+            }
+            if k.len() as u64 > handle.size {
+                return Err(bad("key longer than its data block"));
             }
             if let Some(prev) = out.last() {
                 let prev: &IndexEntry = prev;
@@ -795,6 +805,16 @@ impl TableReader {
         let seek = block
             .seek_point(user_key, t)
             .map_err(|()| Error::corruption(&self.path, offset, "data block: malformed entry"))?;
+        // A seek that walked no entry and found none: the block has no entries, which no
+        // writer produces (the index would send no key to it). Taking it for "absent" would
+        // let the get answer from an older table.
+        if seek.entry.is_none() && seek.before_is_same_user_key.is_none() {
+            return Err(Error::corruption(
+                &self.path,
+                offset,
+                "data block: no entries",
+            ));
+        }
         Ok(match seek.entry {
             Some(e) if e.same_user_key => match key::trailer_kind(e.trailer) {
                 Some(ValueKind::Put) => TableLookup::Value(e.value, key::trailer_seq(e.trailer)),
@@ -1280,6 +1300,39 @@ mod tests {
     }
 
     #[test]
+    fn a_data_block_of_its_restart_array_alone_is_corruption() {
+        // Review finding (session 22): the smallest empty block, one restart at 0 and no
+        // entries (8 bytes, what `BlockBuilder` gives for no entries; no writer writes one),
+        // checksummed, in place of data block `i`. Its seek walks no entry and answers
+        // "every entry is before the key", which a get took for "absent" and went on to older
+        // tables. The test above forges a larger block, whose restart keys fail the seek.
+        let fs = MemFs::new();
+        let bytes = table_bytes(&fs);
+        let t = TableReader::open(&fs, Path::new(PATH)).unwrap();
+        let i = t.index().len() / 2;
+        drop(t);
+        // Its index key is longer than 8 bytes, which the open refuses: a block holds its
+        // last key. (Only an index key of 8 bytes, the empty user key's, could lead to it.)
+        splice_data_block(&fs, &bytes, i, &[0, 0, 0, 0, 1, 0, 0, 0]);
+        let e = TableReader::open(&fs, Path::new(PATH)).unwrap_err();
+        assert!(e.is_corruption(), "{e:?}");
+        // And a get that reads such a block calls it corruption, not "absent".
+        fs.write_file(Path::new(PATH), &bytes).unwrap();
+        let t = TableReader::open(&fs, Path::new(PATH)).unwrap();
+        let empty = Block::parse(Bytes::from_static(&[0, 0, 0, 0, 1, 0, 0, 0])).unwrap();
+        for j in [0, i] {
+            let e = t
+                .lookup_in(&empty, j, b"key0000", key::lookup_trailer(key::MAX_SEQ))
+                .unwrap_err();
+            let at = t.index()[j].handle.offset;
+            assert!(
+                matches!(&e, Error::Corruption { offset, .. } if *offset == at),
+                "{e:?}"
+            );
+        }
+    }
+
+    #[test]
     fn a_filter_over_no_keys_in_a_table_with_keys_is_corruption() {
         // The filter's key count forged to 0 with both checksums made right again: such a
         // filter would say "absent" for every key of the table. Also with the properties'
@@ -1327,17 +1380,30 @@ mod tests {
         handle: impl Fn(usize, BlockHandle) -> BlockHandle,
         props: impl Fn(&mut TableProperties),
     ) -> Result<TableReader> {
+        let entry = |i: usize, e: &IndexEntry| (e.last_key.to_vec(), handle(i, e.handle));
+        rewrite_index(fs, bytes, 1, entry, props)
+    }
+
+    /// [`rewrite`] with every index entry's key and handle from `entry`, in an index block
+    /// with a restart every `interval` entries.
+    fn rewrite_index(
+        fs: &MemFs,
+        bytes: &[u8],
+        interval: usize,
+        entry: impl Fn(usize, &IndexEntry) -> (Vec<u8>, BlockHandle),
+        props: impl Fn(&mut TableProperties),
+    ) -> Result<TableReader> {
         fs.write_file(Path::new(PATH), bytes).unwrap();
         let t = TableReader::open(fs, Path::new(PATH)).unwrap();
         let f = *t.footer();
         let mut out = bytes[..usize::try_from(f.index.offset).unwrap()].to_vec();
-        let mut index = BlockBuilder::new(1);
+        let mut index = BlockBuilder::new(interval);
         for (i, e) in t.index().iter().enumerate() {
-            let h = handle(i, e.handle);
+            let (k, h) = entry(i, e);
             let mut v = Vec::new();
             put_varint(&mut v, h.offset);
             put_varint(&mut v, h.size);
-            index.add(&e.last_key, &v);
+            index.add(&k, &v);
         }
         let write = |out: &mut Vec<u8>, kind: BlockKind, contents: &[u8]| {
             let start = out.len();
@@ -1364,8 +1430,108 @@ mod tests {
         TableReader::open(fs, Path::new(PATH))
     }
 
+    /// Rewrites table [`PATH`] from `bytes` with data block `i`'s contents replaced by
+    /// `contents`: the blocks after it move, each with its trailer made right for its new
+    /// offset, and the index, properties and footer follow. Returns the block's new handle.
+    fn splice_data_block(fs: &MemFs, bytes: &[u8], i: usize, contents: &[u8]) -> BlockHandle {
+        fs.write_file(Path::new(PATH), bytes).unwrap();
+        let t = TableReader::open(fs, Path::new(PATH)).unwrap();
+        let f = *t.footer();
+        let put = |out: &mut Vec<u8>, kind: BlockKind, c: &[u8]| {
+            let start = out.len();
+            out.extend_from_slice(c);
+            put_block_trailer(out, start, kind, start as u64);
+            BlockHandle {
+                offset: start as u64,
+                size: c.len() as u64,
+            }
+        };
+        let old = |h: BlockHandle| {
+            let at = usize::try_from(h.offset).unwrap();
+            &bytes[at..at + usize::try_from(h.size).unwrap()]
+        };
+        let mut out = Vec::new();
+        let mut index = BlockBuilder::new(1);
+        let mut spliced = None;
+        for (j, e) in t.index().iter().enumerate() {
+            let h = put(
+                &mut out,
+                BlockKind::Data,
+                if j == i { contents } else { old(e.handle) },
+            );
+            if j == i {
+                spliced = Some(h);
+            }
+            let mut v = Vec::new();
+            put_varint(&mut v, h.offset);
+            put_varint(&mut v, h.size);
+            index.add(&e.last_key, &v);
+        }
+        let mut p = t.properties().clone();
+        p.data_bytes = out.len() as u64;
+        assert!(p.range_del_block.is_none(), "moves no range-deletion block");
+        let filter = f.filter.map(|h| put(&mut out, BlockKind::Filter, old(h)));
+        let mut index_bytes = Vec::new();
+        index.finish_into(&mut index_bytes);
+        let index = put(&mut out, BlockKind::Index, &index_bytes);
+        let properties = put(&mut out, BlockKind::Properties, &p.encode());
+        let footer = Footer {
+            index,
+            filter,
+            properties,
+            ..f
+        };
+        out.extend_from_slice(&footer.encode());
+        fs.write_file(Path::new(PATH), &out).unwrap();
+        spliced.expect("block i exists")
+    }
+
     fn keep(_: usize, h: BlockHandle) -> BlockHandle {
         h
+    }
+
+    #[test]
+    fn index_keys_longer_than_their_blocks_are_corruption() {
+        // Review finding (session 22): separators of 60,000 bytes (`key0010` + zeros sorts
+        // between `key0010` and `key0011`, so the table is otherwise consistent) in an
+        // index block that prefix-compresses them to a few bytes each. Every open decoded
+        // them whole: with more blocks, a small forged file expanded into gigabytes.
+        let fs = MemFs::new();
+        let bytes = table_bytes(&fs);
+        let last = TableReader::open(&fs, Path::new(PATH))
+            .unwrap()
+            .index()
+            .len()
+            - 1;
+        let long = |i: usize, e: &IndexEntry| {
+            let (user, trailer) = key::decode(&e.last_key).unwrap();
+            let k = if i < last {
+                let mut u = user.to_vec();
+                u.resize(60_000, 0);
+                key::encode(&u, trailer)
+            } else {
+                e.last_key.to_vec()
+            };
+            (k, e.handle)
+        };
+        for interval in [1, 1_000] {
+            let e = rewrite_index(&fs, &bytes, interval, long, |_| {}).unwrap_err();
+            assert!(
+                matches!(&e, Error::Corruption { file, .. } if file.ends_with(PATH)),
+                "{e:?}"
+            );
+        }
+        // The same separators cut to a length their blocks hold open as before.
+        let short = |i: usize, e: &IndexEntry| {
+            let (user, trailer) = key::decode(&e.last_key).unwrap();
+            let mut u = user.to_vec();
+            if i < last {
+                u.push(0);
+            }
+            (key::encode(&u, trailer), e.handle)
+        };
+        let t = rewrite_index(&fs, &bytes, 1_000, short, |_| {}).unwrap();
+        assert_eq!(t.entries().count(), 200);
     }
 
     #[test]
