@@ -34,9 +34,12 @@ pub(super) struct BackgroundStatus {
     /// The outcome of each manual compaction that finished and whose caller has not taken
     /// it yet, by id (callers may be served in any order: each waits for its own).
     pub(super) manual_results: std::collections::HashMap<u64, Result<()>>,
+    /// The ids of the manual compactions whose callers still wait: an outcome is kept only
+    /// for them (a caller that left on a stop or a close takes none).
+    pub(super) manual_waiting: std::collections::HashSet<u64>,
     pub(super) next_manual: u64,
     /// True while the compaction thread runs a job.
-    compaction_running: bool,
+    pub(super) compaction_running: bool,
 }
 
 /// A background loop.
@@ -292,7 +295,14 @@ impl Core {
                         return;
                     }
                     if st.bg.manual.is_some() {
-                        break;
+                        if st.life.poisoned.is_none() {
+                            break;
+                        }
+                        // Writes stopped after it was asked for: its caller is told so (or
+                        // has been) and it does not run, as an automatic one would not.
+                        st.bg.manual = None;
+                        self.done_cv.notify_all();
+                        continue;
                     }
                     // No automatic compaction once writes are refused: nothing new arrives,
                     // and a corrupt input would only fail again.
@@ -342,7 +352,9 @@ impl Core {
             st.bg.compaction_running = false;
             if let Some((id, _)) = manual {
                 st.bg.manual = None;
-                st.bg.manual_results.insert(id, res.clone());
+                if st.bg.manual_waiting.contains(&id) {
+                    st.bg.manual_results.insert(id, res.clone());
+                }
             }
             drop(st);
             self.done_cv.notify_all();

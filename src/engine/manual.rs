@@ -8,11 +8,12 @@
 //! that drops the versions no snapshot can see and, at the bottom, the tombstones no snapshot
 //! can see, and is cut at `target_table_size`.
 
-use super::Core;
+use super::{Core, State};
 use crate::compaction::manual;
 use crate::error::Result;
 use crate::iter::KeyRange;
 use crate::version::NUM_LEVELS;
+use parking_lot::MutexGuard;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -24,27 +25,41 @@ impl Core {
         self.writable(&st)?;
         st.bg.next_manual += 1;
         let id = st.bg.next_manual;
+        st.bg.manual_waiting.insert(id);
+        let outcome = self.wait_for_manual(&mut st, id, range);
+        // Whichever way the wait ended, no outcome is kept for this request from now on.
+        st.bg.manual_waiting.remove(&id);
+        st.bg.manual_results.remove(&id);
+        drop(st);
+        outcome?;
+        self.wait_for_purge()
+    }
+
+    /// Queues manual compaction `id` of `range` and waits for its outcome.
+    fn wait_for_manual(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        id: u64,
+        range: KeyRange,
+    ) -> Result<()> {
         // One request at a time: wait for the slot. Writes stopped (a failure, or a panic of
         // the compaction thread, which then never frees it) or closing end the wait.
         while st.bg.manual.is_some() {
-            self.done_cv.wait_for(&mut st, Duration::from_millis(100));
-            self.writable(&st)?;
+            self.done_cv.wait_for(st, Duration::from_millis(100));
+            self.writable(st)?;
         }
         st.bg.manual = Some((id, range));
         self.bg_cv.notify_all();
         // Then for this request's own outcome (not the last one finished: requests that
-        // waited for the slot together may take it in any order).
-        let outcome = loop {
+        // waited for the slot together may take it in any order). A stop or a close ends the
+        // wait: a job not yet started then never runs, one running finishes for no one.
+        loop {
             if let Some(outcome) = st.bg.manual_results.remove(&id) {
-                break outcome;
+                return outcome;
             }
-            // (Its job may still run and finish: that outcome is then kept for no one.)
-            self.writable(&st)?;
-            self.done_cv.wait_for(&mut st, Duration::from_millis(100));
-        };
-        outcome?;
-        drop(st);
-        self.wait_for_purge()
+            self.writable(st)?;
+            self.done_cv.wait_for(st, Duration::from_millis(100));
+        }
     }
 
     /// The body of a manual compaction, on the compaction thread.
@@ -83,5 +98,67 @@ impl Core {
             };
             self.run_plan(&plan, &version)?;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::error::Error;
+    use crate::fs::{FileSystem, MemFs};
+    use crate::iter::KeyRange;
+    use crate::{Db, Options};
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    /// Review finding (session 22): a manual compaction queued before writes stopped still
+    /// ran once the compaction thread got to it (rewriting its whole range on a database that
+    /// refuses writes, where an automatic one would not run), and its outcome was kept for a
+    /// caller that had already left on the stop, never to be taken.
+    #[test]
+    fn a_manual_compaction_queued_before_a_stop_does_not_run() {
+        let fs = MemFs::new();
+        let opts = Options::default()
+            .file_system(Arc::new(fs.clone()) as Arc<dyn FileSystem>)
+            .auto_compaction(false);
+        let db = Db::open_with("/db", opts).unwrap();
+        for round in 0..2 {
+            for i in 0..100u32 {
+                db.insert(format!("k{i:03}"), format!("v{round}")).unwrap();
+            }
+            db.flush().unwrap();
+        }
+        let core = db.core();
+        {
+            // The state a caller leaves behind when the stop ends its wait: the request in
+            // the slot, not started, and no one waiting for it.
+            let mut st = core.state.lock();
+            core.poison(
+                &mut st,
+                &Error::Io(std::sync::Arc::new(std::io::Error::other(
+                    "a failed WAL fsync",
+                ))),
+            );
+            st.bg.next_manual += 1;
+            st.bg.manual = Some((st.bg.next_manual, KeyRange::all()));
+            core.bg_cv.notify_all();
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let st = core.state.lock();
+            if st.bg.manual.is_none() && !st.bg.compaction_running {
+                assert!(st.bg.manual_results.is_empty());
+                break;
+            }
+            drop(st);
+            assert!(Instant::now() < deadline, "the request was never taken");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(db.stats().compactions, 0);
+        assert_eq!(db.levels()[0].tables, 2);
+        let tables = fs.list(Path::new("/db")).unwrap();
+        assert_eq!(tables.iter().filter(|n| n.ends_with(".sst")).count(), 2);
+        // A caller asking now is refused at once.
+        assert!(matches!(db.compact(), Err(Error::Poisoned(_))));
     }
 }
