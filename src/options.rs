@@ -369,14 +369,17 @@ impl Options {
         self
     }
 
-    /// L0 tables at which each write is delayed by 1 ms to let compaction catch up.
-    /// Default 8; at least `l0_compaction_trigger`.
+    /// L0 tables at which each write group (one writer's write, or the writes one leader
+    /// commits together) is delayed by 1 ms to let compaction catch up, with automatic
+    /// compaction on. Default 8; at least `l0_compaction_trigger`.
     pub fn l0_slowdown_trigger(mut self, n: usize) -> Self {
         self.l0_slowdown_trigger = n;
         self
     }
 
-    /// L0 tables at which writes wait (they do not fail) until compaction reduces L0.
+    /// L0 tables at which writes wait (they do not fail) until compaction reduces L0, with
+    /// automatic compaction on. As in LevelDB, the wait begins when the memtable is full
+    /// (writes go on into the memtable until then, as no flush could add to L0 meanwhile).
     /// Default 12; at least `l0_slowdown_trigger`.
     pub fn l0_stop_trigger(mut self, n: usize) -> Self {
         self.l0_stop_trigger = n;
@@ -470,10 +473,10 @@ impl Options {
 
     /// Most table files this database keeps open at once. Filters and indexes of every live
     /// table stay in memory regardless; only descriptors are closed and reopened on demand.
-    /// Default 1000; at least 1. The database never uses more than three quarters of the
+    /// Default 1000; at least 1. The table cache keeps at most three quarters of the
     /// process's soft `RLIMIT_NOFILE` (read at open; the rest is left for WALs, the manifest
-    /// and the application), and when descriptors run out anyway it closes cached ones and
-    /// retries instead of failing.
+    /// and the application), and never fewer than 16 whatever the limit, and when
+    /// descriptors run out anyway it closes cached ones and retries instead of failing.
     pub fn max_open_files(mut self, n: usize) -> Self {
         self.max_open_files = n;
         self
@@ -503,7 +506,8 @@ impl Options {
     pub(crate) fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(Error::InvalidArgument(m));
         self.filter_policy.validate()?;
-        if !(1024..=MAX_TABLE_TARGET as usize).contains(&self.memtable_size) {
+        // Compared as u64: on a 32-bit target the 64 GiB bound does not fit a usize.
+        if !(1024..=MAX_TABLE_TARGET).contains(&(self.memtable_size as u64)) {
             return bad(format!(
                 "memtable_size must be between 1 KiB and 64 GiB, got {}",
                 self.memtable_size

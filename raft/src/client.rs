@@ -45,8 +45,10 @@ impl Client {
     /// Replicates `key = value`; returns its log index once it is committed (on a majority's
     /// disk, synced).
     ///
-    /// Errors: [`Error::Unavailable`] if no leader accepted it in time (it may still have been
-    /// committed), [`Error::Remote`] if the leader refused it.
+    /// Errors: [`Error::InvalidArgument`] if the client has no node addresses;
+    /// [`Error::Unavailable`] if no leader accepted it in time (it may still have been
+    /// committed; a node that does not answer or whose address does not resolve is skipped
+    /// until then); [`Error::Remote`] if the leader refused it.
     pub fn put(&mut self, key: &str, value: &str) -> Result<u64, Error> {
         self.write(ClientRequest::Put {
             key: key.into(),
@@ -97,8 +99,9 @@ impl Client {
     /// Sends `req` to the leader, following redirects and skipping nodes that do not answer,
     /// until an answer other than "not the leader" comes or the deadline passes.
     ///
-    /// Errors: [`Error::Unavailable`] when the deadline passes, [`Error::Remote`] when the
-    /// leader answered with an error.
+    /// Errors: [`Error::InvalidArgument`] if the client has no node addresses;
+    /// [`Error::Unavailable`] when the deadline passes; [`Error::Remote`] when the leader
+    /// answered with an error.
     pub fn request(&mut self, req: ClientRequest) -> Result<ClientReply, Error> {
         if self.addrs.is_empty() {
             return Err(Error::InvalidArgument("no node addresses".into()));

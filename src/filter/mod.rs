@@ -53,7 +53,7 @@ pub const KIND_BLOCKED_BLOOM: u8 = 1;
 pub const VERSION: u8 = 1;
 /// Hash id of xxh3-64.
 pub const HASH_XXH3_64: u8 = 1;
-/// Kind byte of the 3-wise binary fuse filter.
+/// Kind byte of the binary fuse filter (3-wise or 4-wise: the arity is in its trailer).
 pub const KIND_BINARY_FUSE: u8 = 2;
 /// Current version of the binary fuse layout.
 pub const FUSE_VERSION: u8 = 1;
