@@ -350,3 +350,73 @@ fn readamp_refuses_sizes_it_cannot_run() {
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
     }
 }
+
+/// Review finding (session 22): `--plot` with no numeric setting, a plot path in a missing
+/// directory, or a Monkey setting out of range was refused only after the settings before it
+/// had run (minutes at the default size), and their results were thrown away.
+#[test]
+fn readamp_refuses_bad_settings_before_running_any() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("runs");
+    let plot = dir.path().join("x.svg");
+    let missing = dir.path().join("no-such-dir").join("x.svg");
+    let small = ["--keys", "2000", "--reads", "100"];
+    for args in [
+        vec![
+            "--bits-per-key",
+            "hybrid:10",
+            "--plot",
+            plot.to_str().unwrap(),
+        ],
+        vec!["--bits-per-key", "5", "--plot", missing.to_str().unwrap()],
+        vec!["--bits-per-key", "5", "monkey:500"],
+        vec!["--bits-per-key", "5", "monkey:NaN"],
+    ] {
+        let mut cmd = silt();
+        cmd.arg("readamp")
+            .args(small)
+            .arg("--dir")
+            .arg(&base)
+            .args(&args);
+        let (_, err) = run(&mut cmd, 2);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            !base.join("setting-0-5").exists() && !base.join("setting-0-hybrid-10").exists(),
+            "{args:?}: a setting ran first"
+        );
+    }
+}
+
+/// Review finding (session 22): `silt wal dump` checked only that sequence numbers do not go
+/// backwards, and called a WAL with a record cut out of its middle clean (exit 0), while
+/// recovery refuses the gap.
+#[test]
+fn wal_dump_refuses_a_gap_in_the_sequence_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = siltdb::Db::open(dir.path()).unwrap();
+    for k in ["k1", "k2", "k3"] {
+        db.insert(k, "v").unwrap();
+    }
+    drop(db);
+    let wal = common::files_with_ext(dir.path(), "wal").pop().unwrap();
+    let (records, _) = siltdb::inspect::read_log(&wal).unwrap();
+    let data: Vec<_> = records.iter().filter(|r| r.payload.len() > 12).collect();
+    assert_eq!(data.len(), 3, "{} records", records.len());
+    let bytes = std::fs::read(&wal).unwrap();
+    let (cut_from, cut_to) = (
+        data[1].offset as usize,
+        (data[1].offset + data[1].len) as usize,
+    );
+    let last = records.last().unwrap();
+    let end = (last.offset + last.len) as usize;
+    let mut forged = bytes[..cut_from].to_vec();
+    forged.extend_from_slice(&bytes[cut_to..end]);
+    std::fs::write(&wal, &forged).unwrap();
+    let (out, err) = run(silt().args(["wal", "dump"]).arg(&wal), 2);
+    assert!(out.contains("REFUSED by recovery"), "{out}");
+    assert!(err.contains(&format!("at offset {cut_from}")), "{err}");
+    assert!(matches!(
+        siltdb::Db::open(dir.path()),
+        Err(siltdb::Error::Corruption { .. })
+    ));
+}

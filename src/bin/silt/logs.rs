@@ -132,14 +132,26 @@ pub fn wal_dump(file: &Path, hex: bool, json: bool) -> Result<(), CliError> {
         let error = match ops.as_deref() {
             None => Some("checksum ok but the payload does not decode".to_string()),
             Some([first, .., last]) | Some([first @ last]) => {
-                let backwards = prev_last.filter(|&p| first.seq <= p).map(|p| {
-                    format!(
-                        "sequence numbers go backwards: the record starts at {} but the one before it ended at {p}",
-                        first.seq
-                    )
+                // Recovery refuses both: numbers that go backwards, and a gap (a lost
+                // record; within one WAL the groups follow each other without one).
+                let refused = prev_last.and_then(|p| {
+                    if first.seq <= p {
+                        Some(format!(
+                            "sequence numbers go backwards: the record starts at {} but the one before it ended at {p}",
+                            first.seq
+                        ))
+                    } else if first.seq > p + 1 {
+                        Some(format!(
+                            "sequence numbers {}..{} are missing before this record",
+                            p + 1,
+                            first.seq - 1
+                        ))
+                    } else {
+                        None
+                    }
                 });
                 prev_last = Some(last.seq);
-                backwards
+                refused
             }
             Some([]) => None,
         };

@@ -88,10 +88,13 @@ fn parse_setting(s: &str) -> Result<(Setting, FilterPolicy), CliError> {
     };
     if let Some((policy, rest)) = s.split_once(':') {
         let b: f64 = rest.parse().map_err(|_| bad())?;
-        // Monkey's range is checked when the database opens, as before.
+        // Every setting is checked before the first one runs (the open would refuse the
+        // same range, minutes into the report).
+        if !(0.0..=100.0).contains(&b) {
+            return Err(bad());
+        }
         let filter_policy = match policy {
             "monkey" => FilterPolicy::Monkey { bits_per_key: b },
-            _ if !(0.0..=100.0).contains(&b) => return Err(bad()),
             "hybrid" => FilterPolicy::Hybrid {
                 bits_per_key: b,
                 fuse_from_level: 1,
@@ -748,6 +751,24 @@ pub fn run(args: &ReadampArgs, json: bool) -> Result<(), CliError> {
         .iter()
         .map(|s| parse_setting(s))
         .collect::<Result<Vec<_>, _>>()?;
+    if let Some(p) = &args.plot {
+        // What `plot` needs, checked before the runs rather than after them.
+        if !settings
+            .iter()
+            .any(|(s, _)| s.policy == "none" || s.policy == "uniform")
+        {
+            return Err(CliError::input(
+                "--plot needs at least one numeric --bits-per-key setting",
+            ));
+        }
+        let parent = p.parent().filter(|d| !d.as_os_str().is_empty());
+        if parent.is_some_and(|d| !d.is_dir()) {
+            return Err(CliError::input(format!(
+                "--plot {}: its directory does not exist",
+                p.display()
+            )));
+        }
+    }
     let tmp;
     let base: PathBuf = match &args.dir {
         Some(d) => d.clone(),
