@@ -76,15 +76,19 @@ struct MemoryJson {
     filter_bytes: u64,
     /// Indexes of every table (each is kept in memory).
     index_bytes: u64,
-    /// Bytes of the WALs not yet flushed: what a running writer holds in its memtables
-    /// (give or take a per-entry overhead).
+    /// Bytes of the records in the WALs not yet flushed: what a running writer holds in its
+    /// memtables (give or take a per-entry overhead). Not the files' lengths: a mapped WAL
+    /// is allocated ahead, 1 MiB at a time.
     memtable_bytes: u64,
-    /// The block cache: 0 until siltdb has one.
+    /// Always 0: the block cache holds what reads brought in, up to the writer's
+    /// `block_cache_size` (64 MiB by default), which the files do not record. Kept so that
+    /// the fields match `siltdb::Stats`'s memory fields.
     block_cache_bytes: u64,
 }
 
-/// Bytes of the WALs numbered at or above `log_number` (those not yet flushed). A directory
-/// that cannot be listed is an input error naming it (never an "output error").
+/// Bytes of the records in the WALs numbered at or above `log_number` (those not yet
+/// flushed), as recovery would read them. A directory that cannot be listed is an input error
+/// naming it (never an "output error").
 fn unflushed_wal_bytes(dir: &Path, log_number: u64) -> Result<u64, CliError> {
     let unlisted =
         |e: std::io::Error| CliError::input(format!("cannot list {}: {e}", dir.display()));
@@ -96,8 +100,11 @@ fn unflushed_wal_bytes(dir: &Path, log_number: u64) -> Result<u64, CliError> {
         if let Some(siltdb::inspect::files::FileKind::Wal(n)) = siltdb::inspect::files::parse(name)
         {
             if n >= log_number {
-                // A WAL flushed and removed since the listing holds nothing any more.
-                total += entry.metadata().map_or(0, |m| m.len());
+                // A WAL flushed and removed since the listing holds nothing any more; one
+                // that does not read holds what was read before the damage.
+                if let Ok((records, _)) = siltdb::inspect::read_log(&entry.path()) {
+                    total += records.iter().map(|r| r.len).sum::<u64>();
+                }
             }
         }
     }
@@ -162,11 +169,7 @@ pub fn info(dir: &Path, json: bool) -> Result<(), CliError> {
         let filter_bytes: u64 = rows.iter().map(|r| r.filter_bytes).sum();
         // Per key of what the filters cover, as each table's row and `Db::levels` count it:
         // distinct user keys, not every version and tombstone.
-        let keys: f64 = rows
-            .iter()
-            .filter(|r| r.filter_bytes > 0)
-            .map(|r| r.keys as f64)
-            .sum();
+        let keys: f64 = rows.iter().map(|r| r.keys as f64).sum();
         let expected_fpr = if level == 0 {
             rows.iter().map(|r| r.predicted_fpr).sum()
         } else if entries > 0 {
@@ -265,7 +268,7 @@ pub fn info(dir: &Path, json: bool) -> Result<(), CliError> {
     line(
         &mut out,
         &format!(
-            "memory an open handle pins: filters {} B, indexes {} B, memtables ~{} B (the unflushed WALs), block cache {} B",
+            "memory an open handle pins: filters {} B, indexes {} B, memtables ~{} B (the unflushed WALs' records), block cache {} B (not known from the files: up to the writer's block_cache_size)",
             doc.memory.filter_bytes,
             doc.memory.index_bytes,
             doc.memory.memtable_bytes,

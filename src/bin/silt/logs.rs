@@ -273,7 +273,8 @@ fn edit_json(e: &inspect::VersionEdit) -> serde_json::Value {
         "log_number": e.log_number,
         "next_file_number": e.next_file_number,
         "last_sequence": e.last_sequence,
-        "compact_pointers": e.compact_pointers.iter().map(|(l, k)| serde_json::json!({"level": l, "key": crate::output::escape(k)})).collect::<Vec<_>>(),
+        // The user key, as the text line and the tables' `smallest`/`largest` show keys.
+        "compact_pointers": e.compact_pointers.iter().map(|(l, k)| serde_json::json!({"level": l, "key": crate::output::escape(inspect::split_internal_key(k).map_or(&k[..], |s| s.0))})).collect::<Vec<_>>(),
         "deleted": e.deleted.iter().map(|(l, n)| serde_json::json!({"level": l, "number": n})).collect::<Vec<_>>(),
         "added": e.added.iter().map(|(l, m)| table(l, m)).collect::<Vec<_>>(),
     })
