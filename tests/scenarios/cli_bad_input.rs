@@ -130,6 +130,14 @@ fn missing_files_and_directories_say_so() {
     assert!(err.contains("no database"));
     let (_, err) = run(silt().args(["wal", "dump"]).arg(&missing), 2);
     assert!(err.contains("not found"));
+    // `--measure 0` measured nothing and printed a 0% rate over 0 keys.
+    let (_, err) = run(
+        silt()
+            .args(["sst", "filter", "--measure", "0"])
+            .arg(&missing),
+        2,
+    );
+    assert!(err.contains("--measure"), "{err}");
 }
 
 #[test]

@@ -216,7 +216,7 @@ impl<W: Write> Write for DiscardAfterClosedPipe<W> {
     }
 }
 
-/// Prints a JSON document on one line.
+/// Prints a JSON document, pretty-printed (several lines), and a newline.
 pub fn print_json(value: &impl serde::Serialize) -> Result<(), CliError> {
     let mut out = io::stdout().lock();
     let s = serde_json::to_string_pretty(value)?;

@@ -229,6 +229,8 @@ struct SettingReport {
     levels: Vec<LevelRow>,
     filter_bytes: u64,
     filter_bits_per_key: f64,
+    /// `null` in the JSON (NaN) for a setting without filters: the figure is a filter's
+    /// prediction, and with no filter every table an absent key meets is read.
     expected_wasted_reads_per_absent_get: f64,
     reads: Vec<ReadRow>,
 }

@@ -726,6 +726,11 @@ fn probe_one(
 /// `silt sst filter FILE`.
 pub fn filter(args: &FilterArgs, json: bool) -> Result<(), CliError> {
     let file = &args.file;
+    if args.measure == Some(0) {
+        return Err(CliError::input(
+            "--measure must probe at least 1 key (leave it out to measure nothing)",
+        ));
+    }
     if !file.exists() {
         return Err(CliError::input(format!("not found: {}", file.display())));
     }
