@@ -37,6 +37,9 @@ pub(super) struct BackgroundStatus {
     /// The ids of the manual compactions whose callers still wait: an outcome is kept only
     /// for them (a caller that left on a stop or a close takes none).
     pub(super) manual_waiting: std::collections::HashSet<u64>,
+    /// The running manual compaction ended early because writes had stopped (its error is
+    /// the stop's, not a failure of its own).
+    pub(super) manual_gave_up: bool,
     pub(super) next_manual: u64,
     /// True while the compaction thread runs a job.
     pub(super) compaction_running: bool,
@@ -330,11 +333,16 @@ impl Core {
                 Some((_, range)) => self.run_manual_compaction(range),
                 None => self.run_one_compaction(),
             };
-            // Record the failure (and stop writes on corruption) before anyone waiting on a
-            // manual compaction is told it ended.
+            // Record the failure (and stop writes on corruption) in the same hold of the state
+            // lock that hands a manual compaction its outcome: its caller, which leaves once
+            // writes stop, gets the compaction's own error, not the stop it caused.
+            let mut st = self.state.lock();
             match &res {
                 Ok(()) => failures = 0,
                 Err(Error::Closed) => {}
+                // A manual compaction that gave up because writes had stopped meanwhile (see
+                // `run_manual_compaction`): nothing of its own failed.
+                Err(_) if std::mem::take(&mut st.bg.manual_gave_up) => {}
                 Err(e) => {
                     failures += 1;
                     Counters::add(&self.counters.background_errors, 1);
@@ -343,12 +351,10 @@ impl Core {
                         if !e.is_corruption() {
                             log::error!("{failures} compactions in a row failed");
                         }
-                        let mut st = self.state.lock();
                         self.poison(&mut st, e);
                     }
                 }
             }
-            let mut st = self.state.lock();
             st.bg.compaction_running = false;
             if let Some((id, _)) = manual {
                 st.bg.manual = None;

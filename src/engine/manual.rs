@@ -85,6 +85,7 @@ impl Core {
                     None => continue,
                 }
             };
+            self.stop_if_writes_stopped()?;
             self.run_plan(&plan, &version)?;
         }
         loop {
@@ -96,7 +97,21 @@ impl Core {
                     None => return Ok(()),
                 }
             };
+            self.stop_if_writes_stopped()?;
             self.run_plan(&plan, &version)?;
+        }
+    }
+
+    /// The stop error once writes have stopped: a manual compaction then ends between two of
+    /// its steps, as no automatic one would run (its caller has been told of the stop).
+    fn stop_if_writes_stopped(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        match st.life.poisoned.clone() {
+            Some(e) => {
+                st.bg.manual_gave_up = true;
+                Err(e)
+            }
+            None => Ok(()),
         }
     }
 }
@@ -160,5 +175,43 @@ mod tests {
         assert_eq!(tables.iter().filter(|n| n.ends_with(".sst")).count(), 2);
         // A caller asking now is refused at once.
         assert!(matches!(db.compact(), Err(Error::Poisoned(_))));
+    }
+
+    /// Review finding (session 22): a manual compaction that was running when writes stopped
+    /// went on through every remaining step (each level's merge, then the bottom rewrites)
+    /// for a caller that had left. It ends before its next step.
+    #[test]
+    fn a_running_manual_compaction_ends_at_its_next_step_once_writes_stop() {
+        let fs = MemFs::new();
+        let opts = Options::default()
+            .file_system(Arc::new(fs.clone()) as Arc<dyn FileSystem>)
+            .auto_compaction(false);
+        let db = Db::open_with("/db", opts).unwrap();
+        for round in 0..3 {
+            for i in 0..100u32 {
+                db.insert(format!("k{i:03}"), format!("v{round}")).unwrap();
+            }
+            db.flush().unwrap();
+            if round == 0 {
+                // Something below L0 for the steps to reach.
+                db.compact().unwrap();
+            }
+        }
+        let compactions = db.stats().compactions;
+        let core = db.core();
+        {
+            let mut st = core.state.lock();
+            core.poison(
+                &mut st,
+                &Error::Io(Arc::new(std::io::Error::other("a failed WAL fsync"))),
+            );
+        }
+        // What the compaction thread runs for a request: here it finds writes stopped before
+        // its first step.
+        let res = core.run_manual_compaction(&KeyRange::all());
+        assert!(matches!(res, Err(Error::Poisoned(_))), "{res:?}");
+        assert!(core.state.lock().bg.manual_gave_up);
+        assert_eq!(db.stats().compactions, compactions);
+        assert_eq!(db.levels()[0].tables, 2);
     }
 }
