@@ -23,12 +23,13 @@ pub struct NodeConfig {
     /// The node's directory: its siltdb database and snapshot file.
     pub dir: PathBuf,
     /// Heartbeat interval, in whole milliseconds (openraft's unit; a fraction is dropped).
-    /// Default 100 ms; at least 1 ms.
+    /// Default 100 ms; at least 1 ms, at most a day.
     pub heartbeat: Duration,
     /// Election timeout range (a follower that hears no leader for a random time in it
     /// stands for election), in whole milliseconds. Default 500..1000 ms: three nodes share
     /// a 2-core machine in the tests, so heartbeats can be late. The low end must be above
-    /// the heartbeat and below the high end.
+    /// the heartbeat and below the high end, and the high end at most a day (openraft
+    /// multiplies these times, and a larger one would overflow).
     pub election_timeout: (Duration, Duration),
     /// Build a snapshot after this many applied entries since the last one. Default 50,000;
     /// from 1 to 2^62 (`u64::MAX` or any value above 2^62 is refused, not taken as "never").
@@ -53,9 +54,14 @@ impl NodeConfig {
     }
 
     fn raft_config(&self) -> Result<Config, Error> {
-        let millis = |d: Duration, what: &str| {
-            u64::try_from(d.as_millis())
-                .map_err(|_| Error::InvalidArgument(format!("{what} {d:?} is too long")))
+        // openraft multiplies these (`election_timeout_max * 2`, `heartbeat * 3 / 2`): keep
+        // them far from overflowing.
+        const DAY_MS: u128 = 24 * 3600 * 1000;
+        let millis = |d: Duration, what: &str| match d.as_millis() {
+            ms @ ..=DAY_MS => Ok(ms as u64),
+            _ => Err(Error::InvalidArgument(format!(
+                "{what} {d:?} is over a day"
+            ))),
         };
         let heartbeat_interval = millis(self.heartbeat, "heartbeat")?;
         // openraft takes 0 ms as given: its timers would fire at once, forever.
@@ -463,6 +469,21 @@ mod tests {
             },
             NodeConfig {
                 election_timeout: (Duration::from_millis(500), Duration::MAX),
+                ..config()
+            },
+            NodeConfig {
+                election_timeout: (
+                    Duration::from_millis(500),
+                    Duration::from_millis(u64::MAX / 2 + 1),
+                ),
+                ..config()
+            },
+            NodeConfig {
+                heartbeat: Duration::from_secs(2 * 86_400),
+                election_timeout: (
+                    Duration::from_secs(3 * 86_400),
+                    Duration::from_secs(4 * 86_400),
+                ),
                 ..config()
             },
             NodeConfig {

@@ -206,7 +206,8 @@ fn run(cli: Cli) -> Result<(), Error> {
             config.heartbeat = Duration::from_millis(heartbeat_ms);
             config.election_timeout = (
                 Duration::from_millis(election_ms),
-                Duration::from_millis(election_ms * 2),
+                // Saturates: `Node::start` refuses a timeout over a day anyway.
+                Duration::from_millis(election_ms.saturating_mul(2)),
             );
             config.snapshot_every = snapshot_every;
             config.keep_after_snapshot = keep_after_snapshot;
