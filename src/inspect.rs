@@ -105,6 +105,16 @@ pub enum LogEnd {
 /// log's name, [`Error::Io`](crate::Error::Io) if the file cannot be read. Corruption is
 /// reported in [`LogEnd`], after the records before it.
 pub fn read_log(path: &Path) -> Result<(Vec<LogRecord>, LogEnd)> {
+    let mut records = Vec::new();
+    let end = visit_log(path, |r| records.push(r))?;
+    Ok((records, end))
+}
+
+/// [`read_log`], handing each record to `visit` as it is read instead of keeping them all
+/// (a WAL holds a whole memtable: tens of megabytes by default).
+///
+/// Errors: as [`read_log`].
+pub fn visit_log(path: &Path, mut visit: impl FnMut(LogRecord)) -> Result<LogEnd> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let (number, is_wal) = match crate::filename::parse(name) {
         Some(crate::filename::FileKind::Wal(n)) => (n, true),
@@ -125,10 +135,9 @@ pub fn read_log(path: &Path) -> Result<(Vec<LogRecord>, LogEnd)> {
         // the log like a torn tail.
         reader = reader.lost_pages_after_sync(wal::is_sync_mark);
     }
-    let mut records = Vec::new();
     loop {
         match reader.next() {
-            Ok(Some(r)) => records.push(LogRecord {
+            Ok(Some(r)) => visit(LogRecord {
                 offset: r.offset,
                 len: (HEADER_LEN + r.payload.len()) as u64,
                 payload: r.payload,
@@ -146,10 +155,10 @@ pub fn read_log(path: &Path) -> Result<(Vec<LogRecord>, LogEnd)> {
                     },
                     None => LogEnd::Clean,
                 };
-                return Ok((records, end));
+                return Ok(end);
             }
             Err(crate::Error::Corruption { offset, detail, .. }) => {
-                return Ok((records, LogEnd::Corrupt { offset, detail }))
+                return Ok(LogEnd::Corrupt { offset, detail })
             }
             Err(e) => return Err(e),
         }

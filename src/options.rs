@@ -473,10 +473,11 @@ impl Options {
 
     /// Most table files this database keeps open at once. Filters and indexes of every live
     /// table stay in memory regardless; only descriptors are closed and reopened on demand.
-    /// Default 1000; at least 1. The table cache keeps at most three quarters of the
-    /// process's soft `RLIMIT_NOFILE` (read at open; the rest is left for WALs, the manifest
-    /// and the application), and never fewer than 16 whatever the limit, and when
-    /// descriptors run out anyway it closes cached ones and retries instead of failing.
+    /// Default 1000; at least 1. The table cache keeps at most this many, and at most three
+    /// quarters of the process's soft `RLIMIT_NOFILE` (read at open; the rest is left for
+    /// WALs, the manifest and the application), though that cap is never below 16 however
+    /// low the limit; when descriptors run out anyway it closes cached ones and retries
+    /// instead of failing.
     pub fn max_open_files(mut self, n: usize) -> Self {
         self.max_open_files = n;
         self

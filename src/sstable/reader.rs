@@ -391,7 +391,8 @@ impl TableReader {
         let block = Block::parse(raw).ok_or_else(|| bad("malformed restart array"))?;
         let data_end = self.data_end();
         // An index key is at most as long as its data block (the block's last key, or a
-        // shorter separator, and a block holds its last key's bytes), so together the keys
+        // shorter separator; a block starts at a restart point, and each key is a prefix of
+        // the one before plus the bytes its entry stores), so together the keys
         // hold at most the file's size: more is a forged block whose prefix compression
         // would otherwise expand into gigabytes here, at every open of the table.
         let budget = usize::try_from(data_end).unwrap_or(usize::MAX);

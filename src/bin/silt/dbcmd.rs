@@ -100,10 +100,17 @@ fn unflushed_wal_bytes(dir: &Path, log_number: u64) -> Result<u64, CliError> {
         if let Some(siltdb::inspect::files::FileKind::Wal(n)) = siltdb::inspect::files::parse(name)
         {
             if n >= log_number {
-                // A WAL flushed and removed since the listing holds nothing any more; one
-                // that does not read holds what was read before the damage.
-                if let Ok((records, _)) = siltdb::inspect::read_log(&entry.path()) {
-                    total += records.iter().map(|r| r.len).sum::<u64>();
+                // A WAL flushed and removed since the listing holds nothing any more; a
+                // damaged one holds what was read before the damage (`wal dump` says more).
+                match siltdb::inspect::visit_log(&entry.path(), |r| total += r.len) {
+                    Ok(_) => {}
+                    Err(siltdb::Error::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => {
+                        return Err(CliError::input(format!(
+                            "cannot read {}: {e}",
+                            entry.path().display()
+                        )))
+                    }
                 }
             }
         }
