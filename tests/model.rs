@@ -194,6 +194,33 @@ fn check_range(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>, a: &[u8], b: &[u8], 
         got.reverse();
     }
     assert_eq!(got, want, "range {a:?}..{b:?} rev={rev}");
+    // Both ends of one iterator in turn (the back first when `rev`): the front's items then
+    // the back's, reversed, are the range, each once, and the ends stop where they meet.
+    let mut it = db.range(a..b);
+    let (mut front, mut back) = (Vec::new(), Vec::new());
+    let mut from_back = rev;
+    loop {
+        let item = if from_back { it.next_back() } else { it.next() };
+        match item {
+            Some(r) => {
+                let (k, v) = r.unwrap();
+                if from_back {
+                    back.push((k, v))
+                } else {
+                    front.push((k, v))
+                }
+            }
+            None => break,
+        }
+        from_back = !from_back;
+    }
+    assert!(
+        it.next().is_none() && it.next_back().is_none(),
+        "range {a:?}..{b:?} ended"
+    );
+    back.reverse();
+    front.extend(back);
+    assert_eq!(front, want, "range {a:?}..{b:?} from both ends");
 }
 
 /// Runs `ops` against the engine and the model, with a block cache of `cache` bytes (0: off).

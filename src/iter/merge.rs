@@ -15,8 +15,6 @@ struct Source {
     back: Option<Entry>,
     front_done: bool,
     back_done: bool,
-    /// The back end was asked once: the source no longer skips (see `skip_front_to`).
-    back_used: bool,
 }
 
 impl Source {
@@ -35,7 +33,6 @@ impl Source {
     }
 
     fn fill_back(&mut self) -> Result<()> {
-        self.back_used = true;
         if self.back.is_none() && !self.back_done {
             match self.iter.next_back() {
                 Some(Ok(e)) => self.back = Some(e),
@@ -68,7 +65,6 @@ impl MergeIter {
                     back: None,
                     front_done: false,
                     back_done: false,
-                    back_used: false,
                 })
                 .collect(),
             error: None,
@@ -78,17 +74,14 @@ impl MergeIter {
 
     /// A range tombstone at `seq` deletes every older version of the keys from the front up
     /// to `key`: each source drops its peeked front entry if it is one of those, and skips
-    /// ahead over what it knows is (see [`InternalIter::skip_front_to`]). Sources whose back
-    /// end was used are left alone.
+    /// ahead over what it knows is (see [`InternalIter::skip_front_to`]), whether or not the
+    /// back end was used: what is dropped is the front's, and deleted for this scan.
     ///
     /// [`InternalIter::skip_front_to`]: super::InternalIter::skip_front_to
     pub(crate) fn skip_front_to(&mut self, key: &[u8], seq: SeqNo) -> Result<()> {
         self.check()?;
         for i in 0..self.sources.len() {
             let s = &mut self.sources[i];
-            if s.back_used {
-                continue;
-            }
             match &s.front {
                 Some(e) if e.user_key[..] >= *key => continue,
                 Some(e) if e.seq() < seq => s.front = None,

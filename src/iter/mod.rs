@@ -46,8 +46,9 @@ pub(crate) trait InternalIter: DoubleEndedIterator<Item = Result<Entry>> + Send 
     /// to `key` (exclusive): drops from the front the entries below `key` that the iterator
     /// knows are older than `seq`, passing over whole chunks (data blocks, tables) without
     /// reading them where their bounds and sequence numbers allow. A hint: the default does
-    /// nothing, and a caller still checks every entry it gets. Called only while the back end
-    /// is unused.
+    /// nothing, and a caller still checks every entry it gets. May be called after the back
+    /// end was used (the ends then meet sooner): it drops only entries not yet returned from
+    /// either end, each deleted for the scan.
     fn skip_front_to(&mut self, key: &[u8], seq: SeqNo) -> Result<()> {
         let _ = (key, seq);
         Ok(())

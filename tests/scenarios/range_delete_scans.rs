@@ -64,6 +64,33 @@ fn a_forward_scan_does_not_read_the_blocks_a_tombstone_covers() {
     assert_eq!(rev, keys);
 }
 
+/// Review finding (session 22): one `next_back` turned the skip off for the rest of the scan,
+/// so the front end then read every block the tombstone covers.
+#[test]
+fn a_scan_that_took_from_the_back_still_skips_at_the_front() {
+    let fs = MemFs::new();
+    let db = loaded(&fs);
+    db.remove_range(k(1_000)..k(19_000)).unwrap();
+    let (forward, keys) = scan_ops(&fs, &db);
+    assert_eq!(keys.len() as u32, N - 18_000);
+    for flushed in [false, true] {
+        if flushed {
+            db.flush().unwrap();
+        }
+        let before = fs.op_count();
+        let mut it = db.iter();
+        let last = it.next_back().unwrap().unwrap().0;
+        let mut got: Vec<Vec<u8>> = it.map(|r| r.unwrap().0).collect();
+        got.push(last);
+        let mixed = fs.op_count() - before;
+        assert_eq!(got, keys);
+        assert!(
+            mixed < 2 * forward + 10,
+            "{mixed} reads from both ends, {forward} forward (flushed: {flushed})"
+        );
+    }
+}
+
 #[test]
 fn newer_writes_inside_a_removed_range_survive_the_skip() {
     let fs = MemFs::new();
