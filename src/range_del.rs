@@ -296,6 +296,14 @@ impl Fragments {
         (seq > 0).then_some((seq, f.end.as_deref()))
     }
 
+    /// [`covering`](Self::covering) with the fragment's start instead of its end: what a
+    /// walk from the back skips down to.
+    pub(crate) fn covering_from(&self, key: &[u8], read_seq: SeqNo) -> Option<(SeqNo, &[u8])> {
+        let f = &self.frags[self.find(key)?];
+        let seq = f.visible_seq(read_seq);
+        (seq > 0).then_some((seq, &f.start[..]))
+    }
+
     /// True if tombstones that every reader at or above `snapshot` sees, each newer than
     /// `seq`, cover every key of `[lo, hi]` (inclusive): all versions of those keys up to
     /// `seq` are deleted for every reader. Compaction drops a table this says of its key

@@ -301,6 +301,19 @@ impl Iter {
             .skip_front_to(end.unwrap_or(&END_OF_KEYS[..]), seq)
     }
 
+    /// The mirror of [`skip_covered`](Self::skip_covered) for the back end, after a key a
+    /// range tombstone deletes: the sources skip back over what they know that tombstone
+    /// deletes down to its start.
+    fn skip_covered_back(&mut self, e: &Entry) -> Result<()> {
+        let Some(rd) = &self.range_dels else {
+            return Ok(());
+        };
+        let Some((seq, start)) = rd.covering_from(&e.user_key, self.seq) else {
+            return Ok(());
+        };
+        self.merge.skip_back_to(start, seq)
+    }
+
     fn fail(&mut self, e: Error) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
         self.done = true;
         Some(Err(e))
@@ -404,7 +417,12 @@ impl DoubleEndedIterator for Iter {
             self.last_back = Some(user_key);
             if let Some(e) = newest {
                 match key::trailer_kind(e.trailer) {
-                    Some(ValueKind::Put) if self.covered(&e) => continue,
+                    Some(_) if self.covered(&e) => {
+                        if let Err(err) = self.skip_covered_back(&e) {
+                            return self.fail(err);
+                        }
+                        continue;
+                    }
                     Some(ValueKind::Put) => {
                         return Some(Ok((e.user_key.to_vec(), e.value.to_vec())))
                     }

@@ -17,6 +17,13 @@ pub(crate) trait ChunkSource {
         let _ = (i, key, seq);
         false
     }
+    /// True if chunk `i`, by what is known without loading it, holds only entries whose user
+    /// key is at or above `key` and whose sequence number is below `seq` (lets
+    /// [`InternalIter::skip_back_to`] pass over it unread). The default knows nothing.
+    fn skippable_back(&self, i: usize, key: &[u8], seq: SeqNo) -> bool {
+        let _ = (i, key, seq);
+        false
+    }
 }
 
 /// Walks chunks `[start, end)` of a source from both ends. Each chunk is loaded once; when the
@@ -36,6 +43,10 @@ pub(crate) struct Chunked<S: ChunkSource> {
     /// The pending skip is to the end of the key space: a to-end range delete, whose end
     /// ([`END_OF_KEYS`], 64 KiB) is not copied for every key it covers.
     skip_to_end: bool,
+    /// A skip to apply to the next chunk the back loads: from `back_skip_key` up, for
+    /// versions older than the sequence number.
+    pending_back_skip: Option<SeqNo>,
+    back_skip_key: Vec<u8>,
 }
 
 impl<S: ChunkSource> Chunked<S> {
@@ -50,6 +61,8 @@ impl<S: ChunkSource> Chunked<S> {
             pending_skip: None,
             skip_key: Vec::new(),
             skip_to_end: false,
+            pending_back_skip: None,
+            back_skip_key: Vec::new(),
         }
     }
 
@@ -131,6 +144,31 @@ impl<S: ChunkSource + Send> InternalIter for Chunked<S> {
         }
         Ok(())
     }
+
+    fn skip_back_to(&mut self, key: &[u8], seq: SeqNo) -> Result<()> {
+        if self.failed {
+            return Ok(());
+        }
+        if let Some(back) = self.back.as_mut() {
+            back.skip_back_to(key, seq)?;
+        }
+        // Chunks before the back one come before what is left of it.
+        while self.next_front < self.next_back
+            && self.source.skippable_back(self.next_back - 1, key, seq)
+        {
+            self.next_back -= 1;
+        }
+        if self.next_front < self.next_back {
+            self.pending_back_skip = Some(seq);
+            self.back_skip_key.clear();
+            self.back_skip_key.extend_from_slice(key);
+        } else if self.back.is_none() {
+            if let Some(front) = self.front.as_mut() {
+                front.skip_back_to(key, seq)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 impl<S: ChunkSource> DoubleEndedIterator for Chunked<S> {
@@ -148,7 +186,14 @@ impl<S: ChunkSource> DoubleEndedIterator for Chunked<S> {
             }
             if self.next_front < self.next_back {
                 match self.source.load(self.next_back - 1) {
-                    Ok(c) => self.back = Some(c),
+                    Ok(mut c) => {
+                        if let Some(seq) = self.pending_back_skip.take() {
+                            if let Err(e) = c.skip_back_to(&self.back_skip_key, seq) {
+                                return self.fail(e);
+                            }
+                        }
+                        self.back = Some(c)
+                    }
                     Err(e) => return self.fail(e),
                 }
                 self.next_back -= 1;
@@ -179,6 +224,11 @@ mod tests {
             self.chunks[i]
                 .iter()
                 .all(|e| e.user_key[..] < *key && e.seq() < seq)
+        }
+        fn skippable_back(&self, i: usize, key: &[u8], seq: SeqNo) -> bool {
+            self.chunks[i]
+                .iter()
+                .all(|e| e.user_key[..] >= *key && e.seq() < seq)
         }
         fn load(&mut self, i: usize) -> Result<Self::Chunk> {
             self.loads.push(i);
@@ -284,6 +334,21 @@ mod tests {
         assert_eq!(last, (false, longest.len(), 10));
     }
 
+    /// Chunks of entries with these sequence numbers, keyed `001`, `002`, ... in order.
+    fn numbered(seqs: &[Vec<u64>]) -> Vec<Vec<Entry>> {
+        let mut n = 0;
+        seqs.iter()
+            .map(|c| {
+                c.iter()
+                    .map(|&q| {
+                        n += 1;
+                        entry(&format!("{n:03}"), q)
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
     /// Chunks loaded by taking `taken` entries from the front of chunks of these sizes.
     fn taken_chunks(seqs: &[Vec<u64>], taken: usize) -> usize {
         if taken == 0 {
@@ -339,11 +404,7 @@ mod tests {
             to in 0u32..40,
             seq in 1u64..7,
         ) {
-            let mut n = 0;
-            let chunks: Vec<Vec<Entry>> = seqs
-                .iter()
-                .map(|c| c.iter().map(|&q| { n += 1; entry(&format!("{n:03}"), q) }).collect())
-                .collect();
+            let chunks = numbered(&seqs);
             let all: Vec<Entry> = chunks.iter().flatten().cloned().collect();
             let len = chunks.len();
             let mut it = Chunked::new(Vecs { chunks, loads: vec![] }, 0, len);
@@ -367,6 +428,42 @@ mod tests {
                         format!("{k:03}") < key && q < seq
                     });
                 prop_assert!(!skippable || seqs[first].is_empty(), "chunk {first} loaded");
+            }
+        }
+
+        /// The back's skip, mirrored: it drops only entries at or above the key and older
+        /// than the sequence number, keeps the order, and passes over the chunks before the
+        /// back that hold only such entries without loading them.
+        #[test]
+        fn a_back_skip_drops_only_older_entries_at_or_above_the_key(
+            seqs in proptest::collection::vec(proptest::collection::vec(1u64..6, 0..4), 0..8),
+            taken in 0usize..6,
+            from in 0u32..40,
+            seq in 1u64..7,
+        ) {
+            let chunks = numbered(&seqs);
+            let all: Vec<Entry> = chunks.iter().flatten().cloned().collect();
+            let len = chunks.len();
+            let mut it = Chunked::new(Vecs { chunks: chunks.clone(), loads: vec![] }, 0, len);
+            let mut got: Vec<Entry> = it.by_ref().rev().take(taken).map(|e| e.unwrap()).collect();
+            let key = format!("{from:03}");
+            it.skip_back_to(key.as_bytes(), seq).unwrap();
+            got.extend(it.by_ref().rev().map(|e| e.unwrap()));
+            got.reverse();
+            prop_assert!(got.windows(2).all(|w| w[0].cmp_key(&w[1]).is_lt()));
+            let kept = all.len().saturating_sub(taken);
+            for e in &all[..kept] {
+                let may_go = e.user_key[..] >= *key.as_bytes() && e.seq() < seq;
+                prop_assert!(may_go || got.contains(e), "{e:?} dropped");
+            }
+            // The first chunk loaded after the skip is not one it could pass over.
+            let back_sizes: Vec<Vec<u64>> = seqs.iter().rev().cloned().collect();
+            let loaded_before = taken_chunks(&back_sizes, taken);
+            if let Some(&first) = it.source.loads.get(loaded_before) {
+                let skippable = chunks[first]
+                    .iter()
+                    .all(|e| e.user_key[..] >= *key.as_bytes() && e.seq() < seq);
+                prop_assert!(!skippable || chunks[first].is_empty(), "chunk {first} loaded");
             }
         }
     }

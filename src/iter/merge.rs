@@ -97,6 +97,31 @@ impl MergeIter {
         Ok(())
     }
 
+    /// The mirror of [`skip_front_to`](Self::skip_front_to): a range tombstone at `seq`
+    /// deletes every older version of the keys from `key` up to the back: each source drops
+    /// its peeked back entry if it is one of those, and skips back over what it knows is
+    /// (see [`InternalIter::skip_back_to`]).
+    ///
+    /// [`InternalIter::skip_back_to`]: super::InternalIter::skip_back_to
+    pub(crate) fn skip_back_to(&mut self, key: &[u8], seq: SeqNo) -> Result<()> {
+        self.check()?;
+        for i in 0..self.sources.len() {
+            let s = &mut self.sources[i];
+            match &s.back {
+                Some(e) if e.user_key[..] < *key => continue,
+                Some(e) if e.seq() < seq => s.back = None,
+                _ => {}
+            }
+            if s.back_done {
+                continue;
+            }
+            if let Err(e) = s.iter.skip_back_to(key, seq) {
+                return Err(self.set_failed(e));
+            }
+        }
+        Ok(())
+    }
+
     fn min_source(&mut self) -> Result<Option<usize>> {
         let mut best: Option<usize> = None;
         for i in 0..self.sources.len() {

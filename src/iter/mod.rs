@@ -53,6 +53,16 @@ pub(crate) trait InternalIter: DoubleEndedIterator<Item = Result<Entry>> + Send 
         let _ = (key, seq);
         Ok(())
     }
+
+    /// The mirror of [`skip_front_to`](Self::skip_front_to) for the back end: a range
+    /// tombstone at `seq` deletes every older version of the keys from `key` (inclusive) up
+    /// to the back: drops from the back the entries at or above `key` that the iterator
+    /// knows are older than `seq`, passing over whole chunks without reading them where
+    /// their bounds and sequence numbers allow. A hint, as the front's.
+    fn skip_back_to(&mut self, key: &[u8], seq: SeqNo) -> Result<()> {
+        let _ = (key, seq);
+        Ok(())
+    }
 }
 
 impl InternalIter for std::iter::Once<Result<Entry>> {}
@@ -170,6 +180,13 @@ impl<I: InternalIter> InternalIter for RangeFilter<I> {
             return Ok(());
         }
         self.inner.skip_front_to(key, seq)
+    }
+
+    fn skip_back_to(&mut self, key: &[u8], seq: SeqNo) -> Result<()> {
+        if self.back_done {
+            return Ok(());
+        }
+        self.inner.skip_back_to(key, seq)
     }
 }
 

@@ -35,6 +35,21 @@ impl ChunkSource for TableBlocks {
                 .is_some_and(|e| key::user_key(&e.last_key) < below)
     }
 
+    fn skippable_back(&self, i: usize, from: &[u8], seq: SeqNo) -> bool {
+        // Every key of block `i` is at or above the previous block's index key (its last key,
+        // or a separator below this block's first key), and those of block 0 at or above the
+        // table's smallest key.
+        let lowest = match i.checked_sub(1) {
+            None => Some(self.table.properties().smallest.as_slice()),
+            Some(p) => self.table.index().get(p).map(|e| &e.last_key[..]),
+        };
+        self.table.properties().max_seq < seq
+            && i < self.table.index().len()
+            && lowest
+                .and_then(key::decode)
+                .is_some_and(|(user_key, _)| user_key >= from)
+    }
+
     fn load(&mut self, i: usize) -> Result<BlockCursor> {
         let mut cost = ReadCost::default();
         let block = match self.cache {
@@ -194,6 +209,23 @@ impl InternalIter for BlockCursor {
                 if self.skip_below.as_ref().is_none_or(|s| s[..] < *key) {
                     self.skip_below = Some(Bytes::copy_from_slice(key));
                 }
+            }
+        }
+        Ok(())
+    }
+
+    fn skip_back_to(&mut self, from: &[u8], seq: SeqNo) -> Result<()> {
+        if self.table.properties().max_seq >= seq {
+            return Ok(());
+        }
+        // Only what the back end has decoded can be dropped from the back; a block not yet
+        // walked from there is decoded whole by its first `next_back`.
+        if let Some(rest) = &mut self.rest {
+            while rest
+                .back()
+                .is_some_and(|e| e.as_ref().is_ok_and(|e| e.user_key[..] >= *from))
+            {
+                rest.pop_back();
             }
         }
         Ok(())

@@ -374,6 +374,12 @@ impl ChunkSource for LevelTables {
             .is_some_and(|t| t.meta.max_seq < seq && t.meta.largest_user() < below)
     }
 
+    fn skippable_back(&self, i: usize, from: &[u8], seq: crate::key::SeqNo) -> bool {
+        self.tables
+            .get(i)
+            .is_some_and(|t| t.meta.max_seq < seq && t.meta.smallest_user() >= from)
+    }
+
     fn load(&mut self, i: usize) -> Result<TableIter> {
         let reader = self.tables[i].reader()?.clone();
         Ok(table_iter(reader, self.range.clone(), self.cache))

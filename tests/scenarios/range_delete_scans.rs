@@ -58,10 +58,49 @@ fn a_forward_scan_does_not_read_the_blocks_a_tombstone_covers() {
     let (flushed, keys2) = scan_ops(&fs, &db);
     assert_eq!(keys2, keys);
     assert!(flushed * 4 < full, "{flushed} vs {full}");
-    // Reverse scans do not skip, and agree.
+    // Reverse scans agree.
     let mut rev: Vec<Vec<u8>> = db.iter().rev().map(|r| r.unwrap().0).collect();
     rev.reverse();
     assert_eq!(rev, keys);
+}
+
+/// Review finding (session 22): a scan from the back walked every key a range tombstone
+/// deletes (the front skipped them), reading each block they fill: a `next_back` over a
+/// range removed from old tables cost as much as reading it all.
+#[test]
+fn a_reverse_scan_does_not_read_the_blocks_a_tombstone_covers() {
+    let fs = MemFs::new();
+    let db = loaded(&fs);
+    let rev_ops = |db: &Db| {
+        let before = fs.op_count();
+        let mut keys: Vec<Vec<u8>> = db.iter().rev().map(|r| r.unwrap().0).collect();
+        keys.reverse();
+        (fs.op_count() - before, keys)
+    };
+    let (full, keys) = rev_ops(&db);
+    assert_eq!(keys.len() as u32, N);
+    db.remove_range(k(1_000)..k(19_000)).unwrap();
+    let (forward, want) = scan_ops(&fs, &db);
+    let (after, keys) = rev_ops(&db);
+    assert_eq!(keys, want);
+    assert!(
+        after * 4 < full,
+        "{after} reads after the range remove, {full} before"
+    );
+    assert!(
+        after < 2 * forward + 10,
+        "{after} from the back, {forward} forward"
+    );
+    // The same once the tombstone is in a table above the data.
+    db.flush().unwrap();
+    let (flushed, keys) = rev_ops(&db);
+    assert_eq!(keys, want);
+    assert!(flushed * 4 < full, "{flushed} vs {full}");
+    // A short walk from the back into the removed range reads no block of it.
+    let before = fs.op_count();
+    let mut it = db.range(k(0)..k(19_000)).rev();
+    assert_eq!(it.next().unwrap().unwrap().0, k(999));
+    assert!(fs.op_count() - before < 10, "{}", fs.op_count() - before);
 }
 
 /// Review finding (session 22): one `next_back` turned the skip off for the rest of the scan,
