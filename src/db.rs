@@ -319,8 +319,9 @@ impl Db {
     /// (those no iterator or snapshot still reads). Automatic compaction waits meanwhile.
     ///
     /// Errors: [`Error::Corruption`] if an input table is damaged, [`Error::Io`],
-    /// [`Error::InvalidArgument`] on a read-only handle, [`Error::Poisoned`],
-    /// [`Error::Closed`].
+    /// [`Error::InvalidArgument`] on a read-only handle, [`Error::Poisoned`] (or the
+    /// corruption that stopped writes) if writes stop before or while it runs: it then ends
+    /// at its next step, leaving the steps done so far in place, [`Error::Closed`].
     pub fn compact_range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<()> {
         self.flush()?;
         self.core().compact_range(scan::bounds(&range))
