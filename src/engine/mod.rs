@@ -214,30 +214,33 @@ impl Core {
         let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             self.close_threads_and_files(threads)
         }));
-        let res = match &ran {
-            Ok(res) => res.clone(),
-            Err(payload) => Err(Error::other(format!(
+        // The rest drops the user's files and directory lock, whose `Drop` may panic too.
+        let released = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            // After a panic in the seals `close` ran, the ones behind it are answered (with
+            // an error) here; normally none is left.
+            self.abandon_seals();
+            self.env.obsolete.close();
+            self.env.caches.files.close_all();
+            // The directory lock goes before the close counts as done: a call that waited
+            // for this one may reopen the directory as soon as it returns.
+            *self.lock.lock() = None;
+        }));
+        let res = match (&ran, &released) {
+            (Err(payload), _) | (Ok(_), Err(payload)) => Err(Error::other(format!(
                 "close panicked: {}",
                 panic_message(&**payload)
             ))),
+            (Ok(res), Ok(())) => res.clone(),
         };
-        // After a panic in the seals `close` ran, the ones behind it are answered (with an
-        // error) here; normally none is left.
-        self.abandon_seals();
-        self.env.obsolete.close();
-        self.env.caches.files.close_all();
-        // The directory lock goes before the close counts as done: a call that waited for
-        // this one may reopen the directory as soon as it returns.
-        *self.lock.lock() = None;
         {
             let mut st = self.state.lock();
             st.life.closed = true;
             st.life.close_error = res.as_ref().err().cloned();
         }
         self.notify_all();
-        match ran {
-            Ok(res) => res,
-            Err(payload) => std::panic::resume_unwind(payload),
+        match (ran, released) {
+            (Err(payload), _) | (Ok(_), Err(payload)) => std::panic::resume_unwind(payload),
+            (Ok(res), Ok(())) => res,
         }
     }
 

@@ -133,12 +133,15 @@ fn a_close_called_while_another_runs_returns_its_outcome() {
 struct SlowUnlockFs {
     inner: HookedFs,
     delay: Duration,
+    /// The lock panics when it is dropped (after letting go of the real one).
+    panics: bool,
 }
 
 #[derive(Debug)]
 struct SlowLock {
     inner: Option<Box<dyn siltdb::fs::FileLock>>,
     delay: Duration,
+    panics: bool,
 }
 
 impl siltdb::fs::FileLock for SlowLock {}
@@ -147,6 +150,9 @@ impl Drop for SlowLock {
     fn drop(&mut self) {
         std::thread::sleep(self.delay);
         self.inner.take();
+        if self.panics {
+            panic!("the file system's lock panics when it is let go");
+        }
     }
 }
 
@@ -179,6 +185,7 @@ impl FileSystem for SlowUnlockFs {
         Ok(Box::new(SlowLock {
             inner: Some(self.inner.lock(path)?),
             delay: self.delay,
+            panics: self.panics,
         }))
     }
     fn exists(&self, path: &Path) -> bool {
@@ -200,6 +207,7 @@ fn a_close_that_waited_for_another_returns_once_the_directory_is_unlocked() {
             ..HookedFs::new(inner.clone())
         },
         delay: Duration::from_millis(300),
+        panics: false,
     };
     let opts = common::small_options()
         .auto_compaction(false)
@@ -258,6 +266,43 @@ fn a_panic_inside_close_ends_the_close_instead_of_hanging_the_drop() {
     // Closing a closed database is a no-op.
     assert!(again.is_ok(), "{again:?}");
     armed.store(false, Ordering::SeqCst);
+    let reopened = Db::open_with(Path::new("/db"), common::mem_options(&inner)).unwrap();
+    assert_eq!(
+        reopened.get("key").unwrap().map(Vec::from),
+        Some(b"value".to_vec())
+    );
+}
+
+/// Review finding (session 22): only the first part of `close` ran inside its panic guard. A
+/// panic in the drops after it (the user's WAL files, table files, directory lock) left the
+/// close marked as running for good: every later `close`, and the drop of the handle, waited
+/// forever.
+#[test]
+fn a_panic_as_close_lets_go_of_the_lock_ends_the_close() {
+    let inner = MemFs::new();
+    let fs = SlowUnlockFs {
+        inner: HookedFs::new(inner.clone()),
+        delay: Duration::ZERO,
+        panics: true,
+    };
+    let opts = common::small_options()
+        .auto_compaction(false)
+        .file_system(Arc::new(fs) as Arc<dyn FileSystem>);
+    let db = Db::open_with(Path::new("/db"), opts).unwrap();
+    db.insert("key", "value").unwrap();
+    let (done_tx, done_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let closed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| db.close()));
+        let again = db.close();
+        drop(db);
+        done_tx.send((closed.is_err(), again)).unwrap();
+    });
+    let (panicked, again) = done_rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("close and drop returned");
+    assert!(panicked);
+    // Closing a closed database is a no-op.
+    assert!(again.is_ok(), "{again:?}");
     let reopened = Db::open_with(Path::new("/db"), common::mem_options(&inner)).unwrap();
     assert_eq!(
         reopened.get("key").unwrap().map(Vec::from),
