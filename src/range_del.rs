@@ -350,29 +350,7 @@ impl Fragments {
     /// binary search and stops at the first that starts at `hi`, so a short scan over many
     /// tombstones pays for the pieces it meets, not for all of them.
     pub(crate) fn clip(&self, lo: Option<&[u8]>, hi: Option<&[u8]>) -> Fragments {
-        let first = lo.map_or(0, |l| self.frags.partition_point(|f| !end_above(&f.end, l)));
-        let mut frags = Vec::new();
-        for f in &self.frags[first..] {
-            if hi.is_some_and(|h| f.start[..] >= *h) {
-                break;
-            }
-            let start = match lo {
-                Some(l) if f.start[..] < *l => Bytes::copy_from_slice(l),
-                _ => f.start.clone(),
-            };
-            let end = match hi {
-                Some(h) if end_above(&f.end, h) => Some(Bytes::copy_from_slice(h)),
-                _ => f.end.clone(),
-            };
-            if end_above(&end, &start) {
-                frags.push(Fragment {
-                    start,
-                    end,
-                    seqs: f.seqs.clone(),
-                });
-            }
-        }
-        Fragments { frags }
+        self.clip_keeping(lo, hi, |f| Some(f.seqs.clone()))
     }
 
     /// [`clip`](Self::clip) for one reader at `read_seq`: each piece keeps only the sequence
@@ -387,16 +365,29 @@ impl Fragments {
         hi: Option<&[u8]>,
         read_seq: SeqNo,
     ) -> Fragments {
+        self.clip_keeping(lo, hi, |f| match f.visible_seq(read_seq) {
+            0 => None,
+            seq => Some(vec![seq]),
+        })
+    }
+
+    /// The pieces inside `[lo, hi)`, cut there, each with the sequence numbers `keep` gives
+    /// it (`None`: the piece is left out).
+    fn clip_keeping(
+        &self,
+        lo: Option<&[u8]>,
+        hi: Option<&[u8]>,
+        mut keep: impl FnMut(&Fragment) -> Option<Vec<SeqNo>>,
+    ) -> Fragments {
         let first = lo.map_or(0, |l| self.frags.partition_point(|f| !end_above(&f.end, l)));
         let mut frags = Vec::new();
         for f in &self.frags[first..] {
             if hi.is_some_and(|h| f.start[..] >= *h) {
                 break;
             }
-            let seq = f.visible_seq(read_seq);
-            if seq == 0 {
+            let Some(seqs) = keep(f) else {
                 continue;
-            }
+            };
             let start = match lo {
                 Some(l) if f.start[..] < *l => Bytes::copy_from_slice(l),
                 _ => f.start.clone(),
@@ -406,11 +397,7 @@ impl Fragments {
                 _ => f.end.clone(),
             };
             if end_above(&end, &start) {
-                frags.push(Fragment {
-                    start,
-                    end,
-                    seqs: vec![seq],
-                });
+                frags.push(Fragment { start, end, seqs });
             }
         }
         Fragments { frags }

@@ -126,6 +126,33 @@ mod tests {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
+    /// A database on `fs` with two L0 tables of the same 100 keys; with `below`, a first
+    /// table of them compacted into L1 before those, for a manual compaction's steps to reach.
+    fn flushed_twice(fs: &MemFs, below: bool) -> Db {
+        let opts = Options::default()
+            .file_system(Arc::new(fs.clone()) as Arc<dyn FileSystem>)
+            .auto_compaction(false);
+        let db = Db::open_with("/db", opts).unwrap();
+        for round in 0..2 + u32::from(below) {
+            for i in 0..100u32 {
+                db.insert(format!("k{i:03}"), format!("v{round}")).unwrap();
+            }
+            db.flush().unwrap();
+            if below && round == 0 {
+                db.compact().unwrap();
+            }
+        }
+        db
+    }
+
+    /// Stops writes as a failed WAL fsync does; returns the state lock it took.
+    fn stop_writes(core: &super::Core) -> parking_lot::MutexGuard<'_, super::State> {
+        let mut st = core.state.lock();
+        let cause = Error::Io(Arc::new(std::io::Error::other("a failed WAL fsync")));
+        core.poison(&mut st, &cause);
+        st
+    }
+
     /// Review finding (session 22): a manual compaction queued before writes stopped still
     /// ran once the compaction thread got to it (rewriting its whole range on a database that
     /// refuses writes, where an automatic one would not run), and its outcome was kept for a
@@ -133,27 +160,12 @@ mod tests {
     #[test]
     fn a_manual_compaction_queued_before_a_stop_does_not_run() {
         let fs = MemFs::new();
-        let opts = Options::default()
-            .file_system(Arc::new(fs.clone()) as Arc<dyn FileSystem>)
-            .auto_compaction(false);
-        let db = Db::open_with("/db", opts).unwrap();
-        for round in 0..2 {
-            for i in 0..100u32 {
-                db.insert(format!("k{i:03}"), format!("v{round}")).unwrap();
-            }
-            db.flush().unwrap();
-        }
+        let db = flushed_twice(&fs, false);
         let core = db.core();
         {
             // The state a caller leaves behind when the stop ends its wait: the request in
             // the slot, not started, and no one waiting for it.
-            let mut st = core.state.lock();
-            core.poison(
-                &mut st,
-                &Error::Io(std::sync::Arc::new(std::io::Error::other(
-                    "a failed WAL fsync",
-                ))),
-            );
+            let mut st = stop_writes(core);
             st.bg.next_manual += 1;
             st.bg.manual = Some((st.bg.next_manual, KeyRange::all()));
             core.bg_cv.notify_all();
@@ -182,30 +194,10 @@ mod tests {
     /// for a caller that had left. It ends before its next step.
     #[test]
     fn a_running_manual_compaction_ends_at_its_next_step_once_writes_stop() {
-        let fs = MemFs::new();
-        let opts = Options::default()
-            .file_system(Arc::new(fs.clone()) as Arc<dyn FileSystem>)
-            .auto_compaction(false);
-        let db = Db::open_with("/db", opts).unwrap();
-        for round in 0..3 {
-            for i in 0..100u32 {
-                db.insert(format!("k{i:03}"), format!("v{round}")).unwrap();
-            }
-            db.flush().unwrap();
-            if round == 0 {
-                // Something below L0 for the steps to reach.
-                db.compact().unwrap();
-            }
-        }
+        let db = flushed_twice(&MemFs::new(), true);
         let compactions = db.stats().compactions;
         let core = db.core();
-        {
-            let mut st = core.state.lock();
-            core.poison(
-                &mut st,
-                &Error::Io(Arc::new(std::io::Error::other("a failed WAL fsync"))),
-            );
-        }
+        drop(stop_writes(core));
         // What the compaction thread runs for a request: here it finds writes stopped before
         // its first step.
         let res = core.run_manual_compaction(&KeyRange::all());

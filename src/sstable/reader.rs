@@ -1375,6 +1375,18 @@ mod tests {
 
     /// Rewrites the index block (with `handles` changed) and the properties block of a table,
     /// with valid checksums and footer: damage that only the decoders' checks can catch.
+    /// Appends `contents` to `out` as a block of `kind` with its trailer, at its offset in
+    /// `out`; returns its handle.
+    fn put_block(out: &mut Vec<u8>, kind: BlockKind, contents: &[u8]) -> BlockHandle {
+        let start = out.len();
+        out.extend_from_slice(contents);
+        put_block_trailer(out, start, kind, start as u64);
+        BlockHandle {
+            offset: start as u64,
+            size: contents.len() as u64,
+        }
+    }
+
     fn rewrite(
         fs: &MemFs,
         bytes: &[u8],
@@ -1406,21 +1418,12 @@ mod tests {
             put_varint(&mut v, h.size);
             index.add(&k, &v);
         }
-        let write = |out: &mut Vec<u8>, kind: BlockKind, contents: &[u8]| {
-            let start = out.len();
-            out.extend_from_slice(contents);
-            put_block_trailer(out, start, kind, start as u64);
-            BlockHandle {
-                offset: start as u64,
-                size: contents.len() as u64,
-            }
-        };
         let mut index_bytes = Vec::new();
         index.finish_into(&mut index_bytes);
-        let index_h = write(&mut out, BlockKind::Index, &index_bytes);
+        let index_h = put_block(&mut out, BlockKind::Index, &index_bytes);
         let mut p = t.properties().clone();
         props(&mut p);
-        let props_h = write(&mut out, BlockKind::Properties, &p.encode());
+        let props_h = put_block(&mut out, BlockKind::Properties, &p.encode());
         let footer = Footer {
             index: index_h,
             properties: props_h,
@@ -1438,15 +1441,6 @@ mod tests {
         fs.write_file(Path::new(PATH), bytes).unwrap();
         let t = TableReader::open(fs, Path::new(PATH)).unwrap();
         let f = *t.footer();
-        let put = |out: &mut Vec<u8>, kind: BlockKind, c: &[u8]| {
-            let start = out.len();
-            out.extend_from_slice(c);
-            put_block_trailer(out, start, kind, start as u64);
-            BlockHandle {
-                offset: start as u64,
-                size: c.len() as u64,
-            }
-        };
         let old = |h: BlockHandle| {
             let at = usize::try_from(h.offset).unwrap();
             &bytes[at..at + usize::try_from(h.size).unwrap()]
@@ -1455,7 +1449,7 @@ mod tests {
         let mut index = BlockBuilder::new(1);
         let mut spliced = None;
         for (j, e) in t.index().iter().enumerate() {
-            let h = put(
+            let h = put_block(
                 &mut out,
                 BlockKind::Data,
                 if j == i { contents } else { old(e.handle) },
@@ -1471,11 +1465,13 @@ mod tests {
         let mut p = t.properties().clone();
         p.data_bytes = out.len() as u64;
         assert!(p.range_del_block.is_none(), "moves no range-deletion block");
-        let filter = f.filter.map(|h| put(&mut out, BlockKind::Filter, old(h)));
+        let filter = f
+            .filter
+            .map(|h| put_block(&mut out, BlockKind::Filter, old(h)));
         let mut index_bytes = Vec::new();
         index.finish_into(&mut index_bytes);
-        let index = put(&mut out, BlockKind::Index, &index_bytes);
-        let properties = put(&mut out, BlockKind::Properties, &p.encode());
+        let index = put_block(&mut out, BlockKind::Index, &index_bytes);
+        let properties = put_block(&mut out, BlockKind::Properties, &p.encode());
         let footer = Footer {
             index,
             filter,
