@@ -42,6 +42,9 @@ pub(crate) struct JobContext<'a> {
     pub(crate) pending_outputs: &'a Mutex<BTreeSet<u64>>,
     /// What the tables share (caches; the queue the files of failed outputs go to).
     pub(crate) env: &'a Arc<TableEnv>,
+    /// For an open's replay: the first and last WAL its tables hold writes of, recorded in
+    /// each table's properties; `None` for every other job.
+    pub(crate) replayed_wals: Option<(u64, u64)>,
 }
 
 /// What a finished job produced, to be committed with one manifest edit.
@@ -111,6 +114,7 @@ impl<'a> Outputs<'a> {
                     block_size: self.ctx.opts.block_size,
                     filter: self.filter,
                     level: self.level,
+                    replayed_wals: self.ctx.replayed_wals,
                 },
             )
             .inspect_err(|_| {
@@ -540,6 +544,7 @@ mod tests {
             shutting_down: &stop,
             pending_outputs: &pending,
             env: &env,
+            replayed_wals: None,
         };
         let m = Memtable::new(1);
         m.insert(

@@ -331,6 +331,7 @@ impl Core {
             shutting_down: &self.read.closed,
             pending_outputs: &self.pending_outputs,
             env: &self.env,
+            replayed_wals: None,
         }
     }
 }

@@ -197,6 +197,16 @@ fn recover_once(
             }
             seqs.check(&path, &batch)?;
             // `check` proved `first_seq + ops - 1` does not overflow.
+            let mut seal = |mem: &mut Memtable| {
+                seal_replayed(
+                    &ctx,
+                    &versions,
+                    (wals[0], n),
+                    mem,
+                    &mut parts.list,
+                    &mut kept,
+                )
+            };
             let mut ranges = Vec::new();
             for (seq, op) in (batch.first_seq..).zip(batch.ops) {
                 // A full memtable is written out even inside a record: the parts join the
@@ -205,7 +215,7 @@ fn recover_once(
                 // keeps the range deletes of its own operations.
                 if recovered.is_full() {
                     apply_range_deletes(&recovered, std::mem::take(&mut ranges));
-                    seal_replayed(&ctx, &versions, &mut recovered, &mut parts.list, &mut kept)?;
+                    seal(&mut recovered)?;
                 }
                 // The operation slices the record: the memtable counts the bytes it keeps.
                 recovered.count_shared(op.key.len() + op.value.len());
@@ -213,7 +223,7 @@ fn recover_once(
             }
             apply_range_deletes(&recovered, ranges);
             if recovered.approx_bytes() >= part_limit {
-                seal_replayed(&ctx, &versions, &mut recovered, &mut parts.list, &mut kept)?;
+                seal(&mut recovered)?;
             }
             Ok(())
         });
@@ -285,7 +295,15 @@ fn recover_once(
     }
     // From here a failure may come after the manifest lists the parts: they stay.
     let parts = std::mem::take(&mut parts.list);
-    let new_wal = flush_recovered(&ctx, &mut versions, parts, &recovered, last_seq)?;
+    let replayed_wals = wals.first().copied().zip(wals.last().copied());
+    let new_wal = flush_recovered(
+        &ctx,
+        &mut versions,
+        parts,
+        &recovered,
+        replayed_wals,
+        last_seq,
+    )?;
     let wal_path = filename::wal_path(dir, new_wal);
     let writer = WalWriter::create(fs.as_ref(), &wal_path, new_wal, opts.log_writes)?;
     fs.sync_dir(dir)
@@ -469,11 +487,16 @@ fn flush_recovered(
     versions: &mut VersionSet,
     parts: Vec<JobOutput>,
     recovered: &Memtable,
+    replayed_wals: Option<(u64, u64)>,
     last_seq: SeqNo,
 ) -> Result<u64> {
     versions.write_new_manifest()?;
     let new_wal = filename::check_new_number(ctx.dir, versions.new_file_number())?;
-    let last = flush_part(ctx, versions, recovered)?;
+    let last = match replayed_wals {
+        Some(wals) => flush_part(ctx, versions, wals, recovered)?,
+        // No WAL: nothing was replayed.
+        None => JobOutput::default(),
+    };
     let mut edit = crate::version::VersionEdit::default();
     let mut opened = Vec::new();
     let mut bytes = 0;
@@ -530,6 +553,7 @@ impl Drop for UncommittedParts<'_> {
 fn seal_replayed(
     ctx: &Ctx<'_>,
     versions: &VersionSet,
+    wals: (u64, u64),
     mem: &mut Memtable,
     parts: &mut Vec<JobOutput>,
     kept: &mut Vec<Arc<Memtable>>,
@@ -537,15 +561,21 @@ fn seal_replayed(
     if ctx.opts.read_only {
         kept.push(Arc::new(std::mem::replace(mem, Memtable::new(0))));
     } else {
-        parts.push(flush_part(ctx, versions, mem)?);
+        parts.push(flush_part(ctx, versions, wals, mem)?);
         *mem = Memtable::new(0);
     }
     Ok(())
 }
 
-/// Writes `mem` (replayed writes) to L0 table files, synced; the caller adds them to the
-/// manifest.
-fn flush_part(ctx: &Ctx<'_>, versions: &VersionSet, mem: &Memtable) -> Result<JobOutput> {
+/// Writes `mem` (replayed writes, from the WALs numbered `wals.0` to `wals.1`) to L0 table
+/// files, synced, which record those numbers (see [`check_orphans`]); the caller adds them to
+/// the manifest.
+fn flush_part(
+    ctx: &Ctx<'_>,
+    versions: &VersionSet,
+    wals: (u64, u64),
+    mem: &Memtable,
+) -> Result<JobOutput> {
     let numbers = versions.file_numbers();
     let pending_outputs = Mutex::new(BTreeSet::new());
     let env = versions.table_env().clone();
@@ -557,6 +587,7 @@ fn flush_part(ctx: &Ctx<'_>, versions: &VersionSet, mem: &Memtable) -> Result<Jo
         shutting_down: ctx.shutting_down,
         pending_outputs: &pending_outputs,
         env: &env,
+        replayed_wals: Some(wals),
     };
     // No snapshot outlives a reopen: of a range tombstone piece's sequence numbers, the
     // newest is all any reader can see.
@@ -566,6 +597,15 @@ fn flush_part(ctx: &Ctx<'_>, versions: &VersionSet, mem: &Memtable) -> Result<Jo
 /// Tables on disk that the manifest does not list are outputs of jobs that never committed,
 /// and go. But one that holds writes newer than anything the manifest and the WALs record is
 /// evidence of a lost manifest edit: deleting it would lose those writes for good.
+///
+/// Except a table an earlier open's replay wrote, when that replay never committed: the
+/// manifest still needs every WAL it replayed (its log number is at most the first of them)
+/// and the first and the last of them are still there. Its writes are those WALs' records,
+/// and any the WALs no longer hold were never durable: the WALs were synced before it was
+/// written, and a sync that returned without making them durable follows a failed one
+/// (`docs/durability.md`, "fsyncgate"), after which no write they carried was acknowledged
+/// as durable. Once a replay commits, its WALs are retired and removed, so a lost edit
+/// after that is still caught.
 fn check_orphans(
     fs: &dyn FileSystem,
     dir: &Path,
@@ -574,6 +614,13 @@ fn check_orphans(
     last_seq: SeqNo,
 ) -> Result<()> {
     let live: HashSet<u64> = versions.current().live_numbers().into_iter().collect();
+    let wals: HashSet<u64> = files
+        .iter()
+        .filter_map(|(_, k)| match k {
+            FileKind::Wal(n) => Some(*n),
+            _ => None,
+        })
+        .collect();
     for (name, kind) in files {
         let FileKind::Table(n) = kind else { continue };
         if live.contains(n) {
@@ -594,6 +641,20 @@ fn check_orphans(
         // Its writes: entries, and range tombstones (a table may hold only those).
         let range_dels = t.range_dels().filter(|f| !f.is_empty());
         let b = crate::sstable::table_bounds(t.properties(), range_dels.map(|f| &**f));
+        if let Some((first, last)) = t.properties().replayed_wals {
+            if versions.log_number() <= first && wals.contains(&first) && wals.contains(&last) {
+                if b.max_seq > last_seq {
+                    log::warn!(
+                        "{}: left by an open's replay of WALs {first}..={last} that never \
+                         committed, holds writes up to sequence {} the WALs no longer hold \
+                         (they were never durable): not a lost manifest edit",
+                        path.display(),
+                        b.max_seq
+                    );
+                }
+                continue;
+            }
+        }
         if (b.entries > 0 || range_dels.is_some()) && b.max_seq > last_seq {
             return Err(Error::corruption(
                 &path,
@@ -707,5 +768,85 @@ mod tests {
         corruption_at(c.check(p, &batch(u64::MAX, 2, 224)), 224);
         c.check(p, &batch(MAX_SEQ - 1, 1, 256)).unwrap();
         assert_eq!(c.last, MAX_SEQ - 1);
+    }
+
+    /// A table not in the manifest with writes past the manifest and WALs is a lost edit,
+    /// unless a replay that never committed wrote it: the manifest still needs its first WAL
+    /// and its first and last WALs are there.
+    #[test]
+    fn a_replay_table_of_wals_still_needed_is_no_lost_edit() {
+        use crate::fs::MemFs;
+        use crate::sstable::{BuildOptions, TableBuilder};
+        let mem = MemFs::new();
+        let fs: Arc<dyn FileSystem> = Arc::new(mem.clone());
+        let dir = Path::new("/db");
+        fs.create_dir_all(dir).unwrap();
+        // A table of writes 1..=3 at 000009.sst, written by a replay of WALs 5..=7 (or by a
+        // flush: no mark).
+        let table = |replayed_wals| {
+            let opts = BuildOptions {
+                block_size: 4096,
+                filter: crate::filter::TableFilter::Bloom { bits_per_key: 10.0 },
+                level: 0,
+                replayed_wals,
+            };
+            let path = filename::table_path(dir, 9);
+            let mut b = TableBuilder::create(fs.as_ref(), &path, opts).unwrap();
+            for (k, seq) in [(&b"a"[..], 1), (b"b", 2), (b"c", 3)] {
+                let ikey =
+                    crate::key::encode(k, crate::key::trailer(seq, crate::key::ValueKind::Put));
+                b.add(&ikey, b"v").unwrap();
+            }
+            b.finish().unwrap();
+        };
+        let wal = |n: u64, present: bool| {
+            let path = filename::wal_path(dir, n);
+            if present {
+                mem.write_file(&path, b"").unwrap();
+            } else if fs.exists(&path) {
+                fs.remove(&path).unwrap();
+            }
+        };
+        // The manifest's log number, and what check_orphans says with the WALs and the
+        // manifest ending at write 1.
+        let check = |log_number: u64| {
+            let env = TableEnv::new(fs.clone(), dir, 100, None);
+            let st = vset::ManifestState {
+                log_number,
+                next_file_number: 20,
+                last_sequence: 1,
+                levels: vec![Default::default(); crate::version::NUM_LEVELS],
+                compact_pointers: vec![Vec::new(); crate::version::NUM_LEVELS],
+                ..Default::default()
+            };
+            let versions = VersionSet::from_state(fs.clone(), &env, &st);
+            let files = vset::list_files(fs.as_ref(), dir).unwrap();
+            check_orphans(fs.as_ref(), dir, &files, &versions, 1)
+        };
+        let lost_edit = |r: Result<()>| match r {
+            Err(Error::Corruption { file, offset, .. }) => {
+                assert_eq!(file, filename::table_path(dir, 9));
+                assert_eq!(offset, 0);
+            }
+            other => panic!("expected a lost manifest edit, got {other:?}"),
+        };
+        table(Some((5, 7)));
+        wal(5, true);
+        wal(7, true);
+        check(5).unwrap();
+        check(3).unwrap();
+        // The replay committed (the manifest retired its WALs): a lost edit after it.
+        lost_edit(check(6));
+        lost_edit(check(8));
+        // Its WALs were removed, the first or the last.
+        wal(5, false);
+        lost_edit(check(5));
+        wal(5, true);
+        wal(7, false);
+        lost_edit(check(5));
+        // A flush's table: always a lost edit.
+        wal(7, true);
+        table(None);
+        lost_edit(check(5));
     }
 }

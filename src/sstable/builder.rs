@@ -41,6 +41,9 @@ pub(crate) struct BuildOptions {
     /// The filter block the table gets.
     pub(crate) filter: TableFilter,
     pub(crate) level: u32,
+    /// The WALs (first and last number) an open's replay wrote the table from; `None` for
+    /// any other table. Recorded in the properties (tag 16).
+    pub(crate) replayed_wals: Option<(u64, u64)>,
 }
 
 /// What a finished table is.
@@ -117,6 +120,7 @@ impl TableBuilder {
                 filter_millibits_per_key: (opts.filter.nominal_bits_per_key().max(0.0) * 1000.0)
                     .round() as u64,
                 level: u64::from(opts.level),
+                replayed_wals: opts.replayed_wals,
                 min_seq: u64::MAX,
                 ..TableProperties::default()
             },

@@ -27,6 +27,7 @@ const T_LEVEL: u64 = 12;
 const T_DATA_BYTES: u64 = 13;
 const T_RANGE_DELETIONS: u64 = 14;
 const T_RANGE_DEL_BLOCK: u64 = 15;
+const T_REPLAYED_WALS: u64 = 16;
 
 /// What the properties block of a table records.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -63,6 +64,12 @@ pub struct TableProperties {
     /// Where the range-deletion block is (offset and size of its contents); `None` if the
     /// table has none. Written only by format version 2 tables.
     pub range_del_block: Option<(u64, u64)>,
+    /// For a table an open wrote from the WALs it replayed: the numbers of the first and the
+    /// last of those WALs. `None` (the default) for tables written by flushes, compactions
+    /// and ingestion, and for tables written before 2026-12-05. The next open tells from it a
+    /// table left by a replay that never committed, which it may remove, from one a lost
+    /// manifest edit left, which it must not (`docs/durability.md`).
+    pub replayed_wals: Option<(u64, u64)>,
 }
 
 impl TableProperties {
@@ -93,6 +100,13 @@ impl TableProperties {
             put_varint(&mut b, offset);
             put_varint(&mut b, size);
             put_varint(&mut out, T_RANGE_DEL_BLOCK);
+            put_bytes(&mut out, &b);
+        }
+        if let Some((first, last)) = self.replayed_wals {
+            let mut b = Vec::new();
+            put_varint(&mut b, first);
+            put_varint(&mut b, last);
+            put_varint(&mut out, T_REPLAYED_WALS);
             put_bytes(&mut out, &b);
         }
         put_varint(&mut out, T_SMALLEST);
@@ -136,6 +150,13 @@ impl TableProperties {
                 }
             ));
         }
+        if let Some((first, last)) = self.replayed_wals {
+            if first > last {
+                return Err(format!(
+                    "replayed from WALs {first}..={last}: the first is above the last"
+                ));
+            }
+        }
         if self.entries == 0 {
             return Ok(());
         }
@@ -178,6 +199,10 @@ impl TableProperties {
                     let mut f = Reader::new(field);
                     p.range_del_block = Some((f.varint()?, f.varint()?));
                 }
+                T_REPLAYED_WALS => {
+                    let mut f = Reader::new(field);
+                    p.replayed_wals = Some((f.varint()?, f.varint()?));
+                }
                 T_SMALLEST => p.smallest = field.to_vec(),
                 T_LARGEST => p.largest = field.to_vec(),
                 _ => {}
@@ -209,6 +234,7 @@ mod tests {
             level: 0,
             range_deletions: 3,
             range_del_block: Some((400, 20)),
+            replayed_wals: Some((7, 12)),
         };
         let mut enc = p.encode();
         enc.extend_from_slice(&[99, 2, 7, 7]); // a future field
@@ -231,7 +257,8 @@ mod tests {
             ..TableProperties::default()
         };
         assert!(TableProperties::decode(&good.encode()).is_ok());
-        let bad: [fn(&mut TableProperties); 10] = [
+        let bad: [fn(&mut TableProperties); 11] = [
+            |p| p.replayed_wals = Some((5, 4)),
             |p| p.range_deletions = 2,
             |p| p.range_del_block = Some((1, 2)),
             |p| p.max_seq = MAX_SEQ + 1,

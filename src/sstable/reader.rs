@@ -1126,6 +1126,7 @@ mod tests {
             block_size: 256,
             filter: crate::filter::TableFilter::Bloom { bits_per_key: 10.0 },
             level: 0,
+            replayed_wals: None,
         };
         let mut b = TableBuilder::create(fs, Path::new(PATH), opts).unwrap();
         for i in 0..200u64 {
@@ -1648,6 +1649,7 @@ mod tests {
             block_size: 48,
             filter: crate::filter::TableFilter::Bloom { bits_per_key: 10.0 },
             level: 0,
+            replayed_wals: None,
         };
         let mut b = TableBuilder::create(&fs, Path::new(PATH), opts).unwrap();
         // Each user key with its versions, oldest first (a value, or `None` for a tombstone).

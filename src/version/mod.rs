@@ -434,6 +434,7 @@ mod tests {
             block_size: 4096,
             filter: crate::filter::TableFilter::Bloom { bits_per_key: 10.0 },
             level: 0,
+            replayed_wals: None,
         };
         let mut b = TableBuilder::create(fs, &filename::table_path(dir, 5), opts).unwrap();
         for (k, seq) in [(&b"a"[..], 4), (b"m", 2), (b"z", 3)] {

@@ -40,6 +40,7 @@ fn info_reports_footer_layout_properties_and_filter() {
     assert_eq!(at + 64, v["file_size"].as_u64().unwrap());
     assert_eq!(v["filter"]["keys"], 2000);
     assert_eq!(v["filter"]["kind"], "blocked-bloom-512");
+    assert!(v["replayed_wals"].is_null(), "a flush's table");
 
     let text = stdout(&["sst", "info", p]);
     assert!(
@@ -48,6 +49,30 @@ fn info_reports_footer_layout_properties_and_filter() {
     );
     assert!(text.contains("key range       key00000 .. key01999"));
     assert!(text.contains("footer          format version 1, magic \"siltSST1\""));
+}
+
+/// A table an open wrote from the WALs it replayed says which (the mark the next open's
+/// orphan check reads).
+#[test]
+fn info_names_the_wals_a_replay_wrote_the_table_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    db.insert("k", "v").unwrap();
+    db.close().unwrap(); // nothing flushed: the next open replays the WAL
+    let wal = common::files_with_ext(dir.path(), "wal").remove(0);
+    let n: u64 = wal.file_stem().unwrap().to_str().unwrap().parse().unwrap();
+    Db::open(dir.path()).unwrap().close().unwrap();
+    let sst = common::files_with_ext(dir.path(), "sst").remove(0);
+    let p = sst.to_str().unwrap();
+    let v = json(&["sst", "info", p]);
+    assert_eq!(v["replayed_wals"], serde_json::json!([n, n]));
+    let text = stdout(&["sst", "info", p]);
+    assert!(
+        text.contains(&format!(
+            "written by      an open's replay of WALs {n} .. {n}"
+        )),
+        "{text}"
+    );
 }
 
 #[test]

@@ -145,6 +145,9 @@ struct InfoJson {
     data_blocks: u64,
     data_bytes: u64,
     level: u64,
+    /// The first and last WAL an open's replay wrote the table from (null: a flush's,
+    /// a compaction's, or a table from before 2026-12-05).
+    replayed_wals: Option<[u64; 2]>,
     filter: Option<FilterSummary>,
     /// Range tombstones (one per fragment and sequence number), and the fragments.
     range_deletions: u64,
@@ -214,6 +217,7 @@ pub fn info(file: &Path, json: bool) -> Result<(), CliError> {
         data_blocks: p.data_blocks,
         data_bytes: p.data_bytes,
         level: p.level,
+        replayed_wals: p.replayed_wals.map(|(a, b)| [a, b]),
         filter: filter_summary(&t),
         range_deletions: p.range_deletions,
         range_tombstones: range_tombstones(&t),
@@ -270,6 +274,12 @@ pub fn info(file: &Path, json: bool) -> Result<(), CliError> {
         ),
     )?;
     line(&mut out, &format!("written for     L{}", doc.level))?;
+    if let Some([first, last]) = doc.replayed_wals {
+        line(
+            &mut out,
+            &format!("written by      an open's replay of WALs {first} .. {last}"),
+        )?;
+    }
     line(
         &mut out,
         &format!("range deletes   {}", doc.range_deletions),
