@@ -279,7 +279,7 @@ fn recover_once(
         }
     }
     let last_seq = seqs.last;
-    check_orphans(fs.as_ref(), dir, &files, &versions, last_seq)?;
+    let leftovers = check_orphans(fs.as_ref(), dir, &files, &versions, last_seq)?;
 
     if opts.read_only {
         // Nothing is written: the replayed writes stay in memory.
@@ -292,6 +292,20 @@ fn recover_once(
             last_seq,
             counters: counters.clone(),
         }));
+    }
+    // A leftover of an earlier replay with writes past the WALs goes, durably, before this
+    // open's edit retires its WALs: if it came back after that (a power loss before the
+    // removal of unreferenced files reached the disk), it would read as a lost edit.
+    if !leftovers.is_empty() {
+        for path in &leftovers {
+            fs.remove(path).map_err(|e| io_context("remove", path, e))?;
+            log::info!(
+                "removed {}: left by a replay that never committed",
+                path.display()
+            );
+        }
+        fs.sync_dir(dir)
+            .map_err(|e| io_context("sync directory", dir, e))?;
     }
     // From here a failure may come after the manifest lists the parts: they stay.
     let parts = std::mem::take(&mut parts.list);
@@ -605,14 +619,16 @@ fn flush_part(
 /// written, and a sync that returned without making them durable follows a failed one
 /// (`docs/durability.md`, "fsyncgate"), after which no write they carried was acknowledged
 /// as durable. Once a replay commits, its WALs are retired and removed, so a lost edit
-/// after that is still caught.
+/// after that is still caught. Returns those of such tables that hold writes past
+/// `last_seq`: they must be gone, durably, before a manifest edit retires their WALs.
 fn check_orphans(
     fs: &dyn FileSystem,
     dir: &Path,
     files: &[(String, FileKind)],
     versions: &VersionSet,
     last_seq: SeqNo,
-) -> Result<()> {
+) -> Result<Vec<PathBuf>> {
+    let mut leftovers = Vec::new();
     let live: HashSet<u64> = versions.current().live_numbers().into_iter().collect();
     let wals: HashSet<u64> = files
         .iter()
@@ -651,6 +667,7 @@ fn check_orphans(
                         path.display(),
                         b.max_seq
                     );
+                    leftovers.push(path);
                 }
                 continue;
             }
@@ -667,7 +684,7 @@ fn check_orphans(
             ));
         }
     }
-    Ok(())
+    Ok(leftovers)
 }
 
 /// Removes the files the manifest does not reference: old WALs and manifests, temporaries,
@@ -823,7 +840,7 @@ mod tests {
             let files = vset::list_files(fs.as_ref(), dir).unwrap();
             check_orphans(fs.as_ref(), dir, &files, &versions, 1)
         };
-        let lost_edit = |r: Result<()>| match r {
+        let lost_edit = |r: Result<Vec<PathBuf>>| match r {
             Err(Error::Corruption { file, offset, .. }) => {
                 assert_eq!(file, filename::table_path(dir, 9));
                 assert_eq!(offset, 0);
@@ -833,8 +850,9 @@ mod tests {
         table(Some((5, 7)));
         wal(5, true);
         wal(7, true);
-        check(5).unwrap();
-        check(3).unwrap();
+        let leftover = vec![filename::table_path(dir, 9)];
+        assert_eq!(check(5).unwrap(), leftover);
+        assert_eq!(check(3).unwrap(), leftover);
         // The replay committed (the manifest retired its WALs): a lost edit after it.
         lost_edit(check(6));
         lost_edit(check(8));

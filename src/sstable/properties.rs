@@ -65,8 +65,8 @@ pub struct TableProperties {
     /// table has none. Written only by format version 2 tables.
     pub range_del_block: Option<(u64, u64)>,
     /// For a table an open wrote from the WALs it replayed: the numbers of the first and the
-    /// last of those WALs. `None` (the default) for tables written by flushes, compactions
-    /// and ingestion, and for tables written before 2026-12-05. The next open tells from it a
+    /// last of those WALs. `None` (the default) for tables written by flushes and
+    /// compactions, and for tables written before 2026-12-05. The next open tells from it a
     /// table left by a replay that never committed, which it may remove, from one a lost
     /// manifest edit left, which it must not (`docs/durability.md`).
     pub replayed_wals: Option<(u64, u64)>,
