@@ -316,7 +316,8 @@ impl Db {
     /// cut at [`Options::target_table_size`]. Tables that do not overlap the range are left
     /// as they are, except tables of a lower level that overlap a table being merged into it
     /// (they are merged too). Returns when done and the files it made obsolete are deleted
-    /// (those no iterator or snapshot still reads). Automatic compaction waits meanwhile.
+    /// (those no iterator or read in progress still uses; a [`Snapshot`] holds no file: it
+    /// reads the tree as it is when it reads). Automatic compaction waits meanwhile.
     ///
     /// Errors: [`Error::Corruption`] if an input table is damaged, [`Error::Io`],
     /// [`Error::InvalidArgument`] on a read-only handle, [`Error::Poisoned`] (or the
@@ -345,7 +346,7 @@ impl Db {
 
     /// Bytes on disk of every file the database lives in now: the tables of the current tree,
     /// the WALs not yet flushed, the live manifest and `CURRENT`. Files waiting for deletion
-    /// (compaction inputs an iterator or snapshot still reads) are not counted.
+    /// (compaction inputs an iterator or a read in progress still uses) are not counted.
     ///
     /// Errors: [`Error::Io`] if the directory cannot be listed or a file opened.
     pub fn disk_size(&self) -> Result<u64> {
@@ -374,8 +375,8 @@ impl Db {
     /// target (with `auto_compaction` on), so that the tree has settled: for benchmarks and
     /// tests that want a stable shape. On return every memtable sealed before the call is in
     /// an L0 table (or below), counted in [`Stats::flushes`], and its WAL is deleted; the files
-    /// compactions made obsolete are deleted too, unless an iterator or snapshot still reads
-    /// them. A read-only database runs no background work: it returns at once.
+    /// compactions made obsolete are deleted too, unless an iterator or a read in progress
+    /// still uses them (a [`Snapshot`] holds no file). A read-only database runs no background work: it returns at once.
     ///
     /// Errors: [`Error::Closed`]; the poison error once writes are stopped (by a failed WAL
     /// or manifest write, or corruption a compaction found): no compaction runs then, so the

@@ -44,8 +44,10 @@ impl Snapshot {
     }
 
     /// The same read as [`get`](Snapshot::get), with a [`ReadTrace`] of what it did per
-    /// table: a table that holds only versions written after the snapshot shows as
-    /// [`TableOutcome::NewerOnly`](crate::TableOutcome::NewerOnly). Errors as
+    /// table: a table whose versions of the key were all written after the snapshot shows as
+    /// [`TableOutcome::NewerOnly`](crate::TableOutcome::NewerOnly), and one whose every entry
+    /// was (nothing in it is visible) as
+    /// [`TableOutcome::OutOfRange`](crate::TableOutcome::OutOfRange), skipped unread. Errors as
     /// [`get`](Snapshot::get).
     pub fn get_traced(&self, key: impl AsRef<[u8]>) -> Result<(Option<Value>, ReadTrace)> {
         let (v, trace) = self.read.get_traced(key.as_ref(), Some(self.seq))?;

@@ -222,7 +222,9 @@ pub struct TableInfo {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum TableOutcome {
-    /// The key is outside the table's key range: not counted as considered.
+    /// The key is outside the table's key range, or every entry of the table was written
+    /// after the read (its smallest sequence number is above the read's: a snapshot's get):
+    /// skipped with no I/O, not counted as considered.
     OutOfRange,
     /// The filter said "definitely not": no I/O.
     FilterNegative,

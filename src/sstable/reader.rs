@@ -61,9 +61,9 @@ pub(crate) struct TableCaches {
     /// The tables of a read-only handle, whose directory another process owns: a
     /// descriptor the table cache reopens must be of the file first opened
     /// ([`RandomAccessFile::identity`]). A writer holds the directory lock, so nothing
-    /// replaces its tables, and it does not pay for (or trip over) that check: a
-    /// modification time set again by a tool (`touch`, a backup's `utime`) changes an
-    /// identity without changing the file.
+    /// replaces its tables, and it does not pay for (or trip over) that check (a
+    /// modification time set again by a tool, `touch` or a backup's `utime`, changes an
+    /// identity without changing the file) until it is closed and the lock released.
     pub(crate) read_only: bool,
 }
 
@@ -521,8 +521,12 @@ impl TableReader {
                 // A descriptor the cache closed is reopened by name: the name may now be
                 // another file's (the database destroyed and made again under a read-only
                 // handle, a backup restored), whose blocks would pass their checksums at the
-                // same offsets. Fail the read rather than answer from it.
-                if c.read_only && (f.len() != self.file_size || f.identity() != self.identity) {
+                // same offsets. Fail the read rather than answer from it. A writer's handle
+                // holds the directory lock, which rules that out, until it is closed: a read
+                // that raced the close opens the file after the lock is gone.
+                if (c.read_only || c.files.is_closed())
+                    && (f.len() != self.file_size || f.identity() != self.identity)
+                {
                     c.files.forget(self.id);
                     return Err(io_context(
                         "reopen",

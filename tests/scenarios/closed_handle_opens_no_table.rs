@@ -67,3 +67,86 @@ fn a_closed_handle_opens_no_table_for_its_statistics() {
     assert_eq!(tables.len(), 1);
     assert_eq!(levels.iter().map(|l| l.tables).sum::<usize>(), 1);
 }
+
+/// A get that was opening a table's file when another thread closed the handle, destroyed the
+/// database and made a new one in its place (numbering starts again, so the name is the new
+/// database's table) must not answer from that file: its blocks pass their checksums at the
+/// same offsets. The reopened file is checked against the one the handle opened, as a
+/// read-only handle's always is (the lock that made the check needless for a writer is gone).
+#[test]
+fn a_read_that_raced_close_answers_from_no_other_database() {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::mpsc;
+    const TABLES: usize = 20;
+    let mem = MemFs::new();
+    let armed = Arc::new(AtomicBool::new(false));
+    let hit = Arc::new(AtomicBool::new(false));
+    let (reached_tx, reached) = mpsc::channel::<()>();
+    let (release, release_rx) = mpsc::channel::<()>();
+    let release_rx = Arc::new(std::sync::Mutex::new(release_rx));
+    let reached_tx = Arc::new(std::sync::Mutex::new(reached_tx));
+    let (hook_armed, hook_hit) = (armed.clone(), hit.clone());
+    let fs = HookedFs {
+        on_open: Some(Arc::new(move |p: &Path| {
+            if p.extension().is_some_and(|e| e == "sst") && hook_armed.swap(false, Ordering::SeqCst)
+            {
+                hook_hit.store(true, Ordering::SeqCst);
+                reached_tx.lock().unwrap().send(()).unwrap();
+                release_rx.lock().unwrap().recv().unwrap();
+            }
+        })),
+        ..HookedFs::new(mem.clone())
+    };
+    // More tables than descriptors kept (at least 16), and no block cache: gets of every
+    // table in turn reopen files.
+    let opts = || {
+        Options::default()
+            .file_system(Arc::new(fs.clone()))
+            .max_open_files(1)
+            .block_cache_size(0)
+            .auto_compaction(false)
+    };
+    let key = |t: usize| format!("t{t:02}k0005");
+    let load = |tag: &str| {
+        let db = Db::open_with("/db", opts()).unwrap();
+        for t in 0..TABLES {
+            for i in 0..200 {
+                db.insert(format!("t{t:02}k{i:04}"), format!("{tag}-{t}-{i:04}"))
+                    .unwrap();
+            }
+            db.flush().unwrap();
+        }
+        db
+    };
+    let db = Arc::new(load("old"));
+    // The first get that opens a table file waits in that open.
+    armed.store(true, Ordering::SeqCst);
+    let reader = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            for _ in 0..50 {
+                for t in 0..TABLES {
+                    let got = db.get(key(t));
+                    if hit.load(Ordering::SeqCst) {
+                        return (t, got);
+                    }
+                    assert_eq!(
+                        got.unwrap().map(Vec::from),
+                        Some(format!("old-{t}-0005").into_bytes())
+                    );
+                }
+            }
+            panic!("no get reopened a table file");
+        })
+    };
+    reached.recv().unwrap();
+    db.close().unwrap();
+    Db::destroy_with("/db", opts()).unwrap();
+    load("new").close().unwrap();
+    release.send(()).unwrap();
+    let (t, got) = reader.join().unwrap();
+    match got {
+        Err(siltdb::Error::Io(_)) => {}
+        other => panic!("a closed handle's read of table {t} answered {other:?}"),
+    }
+}
