@@ -37,6 +37,16 @@ pub struct NodeConfig {
     /// Entries kept in the log behind a snapshot for followers that lag a little. Default
     /// 1,000.
     pub keep_after_snapshot: u64,
+    /// Bytes of snapshot data a leader sends a follower per message. Default 1 MiB; from 1
+    /// byte to 8 MiB (a message encodes each byte in up to four: the frame limit is 64 MiB).
+    pub snapshot_chunk: usize,
+    /// How long a leader waits for a follower to take one message of a snapshot, and for the
+    /// last one, to install the whole snapshot (save it, fsync it, load it into its
+    /// database). A send that times out is abandoned and later started again from the
+    /// beginning, so this must be above the time to install the largest snapshot. Default
+    /// 60 s (openraft's default, 200 ms, let no snapshot of a few MiB reach a follower on a
+    /// busy machine); in whole milliseconds, at least 1 ms and at most a day.
+    pub snapshot_timeout: Duration,
 }
 
 impl NodeConfig {
@@ -50,6 +60,8 @@ impl NodeConfig {
             election_timeout: (Duration::from_millis(500), Duration::from_millis(1000)),
             snapshot_every: 50_000,
             keep_after_snapshot: 1_000,
+            snapshot_chunk: 1 << 20,
+            snapshot_timeout: Duration::from_secs(60),
         }
     }
 
@@ -78,6 +90,19 @@ impl NodeConfig {
                 self.snapshot_every
             )));
         }
+        if !(1..=MAX_SNAPSHOT_CHUNK).contains(&self.snapshot_chunk) {
+            return Err(Error::InvalidArgument(format!(
+                "snapshot_chunk {} is not in 1..={MAX_SNAPSHOT_CHUNK}",
+                self.snapshot_chunk
+            )));
+        }
+        let install_snapshot_timeout = millis(self.snapshot_timeout, "snapshot timeout")?;
+        if install_snapshot_timeout == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "snapshot timeout {:?} is under 1 ms",
+                self.snapshot_timeout
+            )));
+        }
         let c = Config {
             cluster_name: "siltdb-raft".into(),
             heartbeat_interval,
@@ -85,6 +110,8 @@ impl NodeConfig {
             election_timeout_max: millis(self.election_timeout.1, "election timeout")?,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(self.snapshot_every),
             max_in_snapshot_log_to_keep: self.keep_after_snapshot,
+            snapshot_max_chunk_size: self.snapshot_chunk as u64,
+            install_snapshot_timeout,
             ..Default::default()
         };
         c.validate()
@@ -92,12 +119,17 @@ impl NodeConfig {
     }
 }
 
+/// The largest [`NodeConfig::snapshot_chunk`].
+const MAX_SNAPSHOT_CHUNK: usize = 8 << 20;
+
 /// A running node. Dropping it does not stop the server task; call [`Node::shutdown`].
 #[derive(Clone)]
 pub struct Node {
     id: NodeId,
     raft: Raft,
     db: Arc<siltdb::Db>,
+    /// Local reads of the state machine.
+    data: state_machine::DataReader,
     /// Bytes received so far of each snapshot being streamed to this node, by snapshot id
     /// (see [`Node::snapshot_chunk_fits`]).
     snapshot_progress: Arc<std::sync::Mutex<std::collections::HashMap<String, u64>>>,
@@ -114,6 +146,7 @@ impl Node {
         let raft_config = Arc::new(config.raft_config()?);
         let (log, sm) = open_store(&config.dir)?;
         let db = sm.db();
+        let data = sm.reader();
         let raft = Raft::new(config.id, raft_config, TcpNetwork, log, sm)
             .await
             .map_err(|e| Error::Remote(e.to_string()))?;
@@ -122,6 +155,7 @@ impl Node {
             id: config.id,
             raft,
             db,
+            data,
             snapshot_progress: Arc::default(),
         };
         if !init.is_empty() {
@@ -352,7 +386,7 @@ impl Node {
                 Err(e) => return ClientReply::Error(e.to_string()),
             }
         }
-        match state_machine::read_data(&self.db, key) {
+        match self.data.get(key) {
             Ok(v) => ClientReply::Value(v),
             Err(e) => ClientReply::Error(e.to_string()),
         }
@@ -443,6 +477,9 @@ mod tests {
         let c = config().raft_config().unwrap();
         assert_eq!(c.heartbeat_interval, 100);
         assert_eq!(c.snapshot_policy, SnapshotPolicy::LogsSinceLast(50_000));
+        // Not openraft's 200 ms for a snapshot message (the last one installs it all).
+        assert_eq!(c.install_snapshot_timeout, 60_000);
+        assert_eq!(c.snapshot_max_chunk_size, 1 << 20);
     }
 
     /// Review finding (session 22): a heartbeat under 1 ms became 0 ms, which openraft's
@@ -494,6 +531,22 @@ mod tests {
                 snapshot_every: u64::MAX,
                 ..config()
             },
+            NodeConfig {
+                snapshot_chunk: 0,
+                ..config()
+            },
+            NodeConfig {
+                snapshot_chunk: MAX_SNAPSHOT_CHUNK + 1,
+                ..config()
+            },
+            NodeConfig {
+                snapshot_timeout: Duration::from_micros(999),
+                ..config()
+            },
+            NodeConfig {
+                snapshot_timeout: Duration::from_secs(2 * 86_400),
+                ..config()
+            },
         ];
         for c in bad {
             assert!(
@@ -505,8 +558,16 @@ mod tests {
             heartbeat: Duration::from_millis(1),
             election_timeout: (Duration::from_millis(2), Duration::from_millis(3)),
             snapshot_every: 1 << 62,
+            snapshot_chunk: MAX_SNAPSHOT_CHUNK,
+            snapshot_timeout: Duration::from_millis(1),
             ..config()
         };
         assert!(edge.raft_config().is_ok());
+        let small = NodeConfig {
+            snapshot_chunk: 1,
+            snapshot_timeout: Duration::from_secs(86_400),
+            ..config()
+        };
+        assert!(small.raft_config().is_ok());
     }
 }

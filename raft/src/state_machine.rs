@@ -50,7 +50,7 @@ pub struct StateMachine {
     applied: Applied,
     /// Shared with the builders: whether a cut batch is half written.
     gate: Arc<PieceGate>,
-    /// Where `apply` cuts its batch: [`BATCH_PIECE`] (smaller in tests).
+    /// Where `apply` and an install cut their batches: [`BATCH_PIECE`] (smaller in tests).
     piece_bytes: usize,
 }
 
@@ -161,16 +161,17 @@ impl<'a> PiecedBatch<'a> {
 }
 
 /// Replaces the state machine's data with a snapshot's pairs and sets the applied log id:
-/// a range delete of all data, the pairs, the applied id last, in pieces of at most
-/// [`BATCH_PIECE`] bytes, the last one synced.
+/// a range delete of all data, the pairs, the applied id last, in pieces of about
+/// `piece_bytes` ([`BATCH_PIECE`]; smaller in tests), the last one synced.
 fn load_snapshot(
     db: &Db,
     gate: &PieceGate,
+    piece_bytes: usize,
     meta: &Meta,
     data: &[u8],
 ) -> Result<Applied, crate::Error> {
     let pairs = snapshot_file::pairs(data)?;
-    let mut batch = PiecedBatch::new(db, gate, BATCH_PIECE);
+    let mut batch = PiecedBatch::new(db, gate, piece_bytes);
     batch
         .batch
         .remove_range(vec![keys::DATA_PREFIX]..keys::data_end().to_vec());
@@ -225,7 +226,7 @@ impl StateMachine {
         let mut saved = None;
         if let Some((meta, data)) = snapshot_file::load(&dir)? {
             if meta.last_log_id > applied.last_applied {
-                applied = load_snapshot(&db, &gate, &meta, &data)?;
+                applied = load_snapshot(&db, &gate, BATCH_PIECE, &meta, &data)?;
             }
             saved = meta.last_log_id;
         }
@@ -256,17 +257,41 @@ impl StateMachine {
     /// Errors: what [`Db::get`] returns; a value that is not UTF-8 is
     /// [`Error::Corruption`](crate::Error::Corruption).
     pub fn get(&self, key: &str) -> Result<Option<String>, crate::Error> {
-        read_data(&self.db, key)
+        self.reader().get(key)
+    }
+
+    /// A handle for local reads that outlives `self` (openraft takes the state machine).
+    pub(crate) fn reader(&self) -> DataReader {
+        DataReader {
+            db: self.db.clone(),
+            gate: self.gate.clone(),
+        }
     }
 }
 
-/// Reads user key `key` from a node database.
-pub(crate) fn read_data(db: &Db, key: &str) -> Result<Option<String>, crate::Error> {
-    match db.get(keys::data_key(key.as_bytes()))? {
-        None => Ok(None),
-        Some(v) => String::from_utf8(v.to_vec())
-            .map(Some)
-            .map_err(|_| crate::Error::corruption(format!("value of {key:?}"), "not UTF-8")),
+/// Local reads of the replicated data, each of a state the state machine was in: while an
+/// install or an apply is between the pieces of a batch it cut, the state before that batch.
+/// (An install's first piece deletes all data: a read of the live database then could miss a
+/// key that both the old and the new state hold.)
+#[derive(Clone)]
+pub(crate) struct DataReader {
+    db: Arc<Db>,
+    gate: Arc<PieceGate>,
+}
+
+impl DataReader {
+    /// The value of user key `key`; errors as [`StateMachine::get`].
+    pub(crate) fn get(&self, key: &str) -> Result<Option<String>, crate::Error> {
+        match self
+            .gate
+            .snapshot(&self.db)
+            .get(keys::data_key(key.as_bytes()))?
+        {
+            None => Ok(None),
+            Some(v) => String::from_utf8(v.to_vec())
+                .map(Some)
+                .map_err(|_| crate::Error::corruption(format!("value of {key:?}"), "not UTF-8")),
+        }
     }
 }
 
@@ -396,7 +421,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         // `snapshot_cover`).
         let installed = snapshot_file::pairs(&data)
             .and_then(|_| self.cover.save_if_newer(&self.dir, meta, &data))
-            .and_then(|()| load_snapshot(&self.db, &self.gate, meta, &data));
+            .and_then(|()| load_snapshot(&self.db, &self.gate, self.piece_bytes, meta, &data));
         self.cover.install_ends(installed.is_ok());
         self.applied = installed.map_err(|e| snapshot_err(Some(meta), e))?;
         Ok(())
@@ -486,5 +511,54 @@ mod tests {
         builds.await.unwrap();
         let checked = built.load(Ordering::Relaxed);
         assert!(checked >= 20, "only {checked} snapshots were built");
+    }
+
+    /// An install's first piece deletes all data: a local read between its pieces must see
+    /// the state before the install (or after it), never one without keys both hold. Each
+    /// install here reloads the same 200 keys in pieces of two pairs while a reader reads a
+    /// key from the first piece and one from a late piece.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn local_reads_during_an_install_in_pieces_see_whole_states() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_log, mut sm) = crate::open_store(dir.path()).unwrap();
+        sm.piece_bytes = 40;
+        let mut data = Vec::new();
+        for i in 0..200 {
+            snapshot_file::push_pair(&mut data, format!("k{i:03}").as_bytes(), b"v");
+        }
+        let meta = |i: u64| Meta {
+            last_log_id: Some(LogId::new(CommittedLeaderId::new(1, 1), i)),
+            last_membership: Default::default(),
+            snapshot_id: format!("s{i}"),
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut reads = None;
+        for i in 1..40 {
+            sm.begin_receiving_snapshot().await.unwrap();
+            let snapshot = Box::new(std::io::Cursor::new(data.clone()));
+            sm.install_snapshot(&meta(i), snapshot).await.unwrap();
+            // After the first install every key is there, in every state from now on.
+            let reader = sm.reader();
+            let stop = stop.clone();
+            let r = reads.get_or_insert_with(|| {
+                std::thread::spawn(move || {
+                    let mut n = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        for key in ["k000", "k150"] {
+                            let v = reader.get(key).unwrap();
+                            assert_eq!(v.as_deref(), Some("v"), "{key}");
+                        }
+                        n += 1;
+                    }
+                    n
+                })
+            });
+            if r.is_finished() {
+                break;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        let n = reads.unwrap().join().unwrap();
+        assert!(n > 0);
     }
 }

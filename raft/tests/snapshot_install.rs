@@ -12,6 +12,14 @@ use siltdb_raft::wire::{ClientReply, ClientRequest};
 
 const KEYS: usize = 2_000;
 
+/// The value of key `i`: 2 KiB, so that the snapshot (about 4 MiB) takes several messages of
+/// the default 1 MiB, and each took longer than openraft's own default timeout for a
+/// snapshot message (200 ms) allowed, in this unoptimised build on a busy machine: the
+/// follower never caught up.
+fn value(i: usize) -> String {
+    format!("v{i}-{}", "x".repeat(2048))
+}
+
 #[test]
 fn follower_behind_a_purged_log_catches_up_by_snapshot() {
     let dir = tempfile::tempdir().unwrap();
@@ -37,7 +45,7 @@ fn follower_behind_a_purged_log_catches_up_by_snapshot() {
     cluster.kill(behind).unwrap();
 
     for i in 0..KEYS {
-        c.put(&format!("k{i:06}"), &format!("v{i}")).unwrap();
+        c.put(&format!("k{i:06}"), &value(i)).unwrap();
     }
     c.delete("doomed").unwrap();
     // Snapshot and purge on every running node, so no log holds what the follower misses.
@@ -72,7 +80,7 @@ fn follower_behind_a_purged_log_catches_up_by_snapshot() {
         for i in 0..KEYS {
             assert_eq!(
                 r.get_local(&addr, &format!("k{i:06}")).unwrap(),
-                Some(format!("v{i}")),
+                Some(value(i)),
                 "key {i}"
             );
         }

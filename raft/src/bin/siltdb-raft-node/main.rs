@@ -54,6 +54,13 @@ enum Cmd {
         /// Entries kept in the log behind a snapshot.
         #[arg(long, default_value_t = 1_000)]
         keep_after_snapshot: u64,
+        /// Bytes of snapshot data per message to a follower (1 to 8 MiB).
+        #[arg(long, default_value_t = 1 << 20)]
+        snapshot_chunk: usize,
+        /// Milliseconds a leader waits for a follower to take a snapshot message (the last:
+        /// to install the whole snapshot).
+        #[arg(long, default_value_t = 60_000)]
+        snapshot_timeout_ms: u64,
     },
     /// Replicate key = value (through the leader).
     Put {
@@ -201,6 +208,8 @@ fn run(cli: Cli) -> Result<(), Error> {
             election_ms,
             snapshot_every,
             keep_after_snapshot,
+            snapshot_chunk,
+            snapshot_timeout_ms,
         } => {
             let mut config = NodeConfig::new(id, addr, dir);
             config.heartbeat = Duration::from_millis(heartbeat_ms);
@@ -211,6 +220,8 @@ fn run(cli: Cli) -> Result<(), Error> {
             );
             config.snapshot_every = snapshot_every;
             config.keep_after_snapshot = keep_after_snapshot;
+            config.snapshot_chunk = snapshot_chunk;
+            config.snapshot_timeout = Duration::from_millis(snapshot_timeout_ms);
             let init = match init {
                 Some(s) => parse_members(&s)?,
                 None => BTreeMap::new(),
