@@ -307,7 +307,9 @@ impl Options {
 
     /// Keeps the filters of the whole tree under `bytes` of memory: tables written while the
     /// projected total is over the limit get smaller filters, largest levels first, never
-    /// fewer than 1 bit per key; the log says when this happens. Default: no limit. Any
+    /// fewer than 1 bit per key (or the bits per key the policy asks for, if fewer); the
+    /// limit covers L0's filters too, which a Monkey policy's own average leaves out. A limit
+    /// never raises a filter. The log says when it binds. Default: no limit. Any
     /// value is accepted: a limit below what 1 bit per key of every table takes (0 included)
     /// leaves every table at 1 bit per key.
     pub fn filter_memory_limit(mut self, bytes: u64) -> Self {
@@ -324,7 +326,9 @@ impl Options {
     /// wrote ~7.2 bytes per user byte with 24 MiB, ~8.1-8.3 with 16 MiB and ~14 with 4 MiB;
     /// a larger memtable writes less still but makes every insert search a longer skiplist
     /// (see `docs/benchmarks.md` section 8). At least 1 KiB, at most 64 GiB (a memtable
-    /// flushes to one table, and a manifest records tables of at most 1 TiB).
+    /// flushes to one table, and a manifest records tables of at most 1 TiB). A memtable is
+    /// also sealed at 14 Mi entries, whatever their bytes: with small writes a size above
+    /// ~1 GiB (~2.6 GiB for 16-byte keys and 100-byte values) is never reached.
     pub fn memtable_size(mut self, bytes: usize) -> Self {
         self.memtable_size = bytes;
         self

@@ -346,14 +346,16 @@ fn markdown(all: &[serde_json::Value], args: &Args) -> String {
             };
             let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
             s.push_str(&format!(
-                "| {w} | {e} | {:.0} | {:.1} | {:.1} | {:.1} | {:.0} | {:.1} | {:.2} | {} |\n",
+                "| {w} | {e} | {:.0} | {:.1} | {:.1} | {:.1} | {:.0} | {:.1} | {} | {} |\n",
                 f("ops_per_sec"),
                 f("p50_us"),
                 f("p99_us"),
                 f("p999_us"),
                 f("peak_rss_mib"),
                 f("disk_bytes") / 1048576.0,
-                f("write_amp"),
+                v["write_amp"]
+                    .as_f64()
+                    .map_or("-".to_string(), |w| format!("{w:.2}")),
                 v["blocks_per_get"]
                     .as_f64()
                     .map_or("-".to_string(), |b| format!("{b:.3}")),

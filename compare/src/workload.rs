@@ -51,8 +51,9 @@ pub struct Figures {
     /// Bytes of the database directory after the workload.
     pub disk_bytes: u64,
     /// Bytes the process wrote to the device during the workload per user byte written
-    /// (`/proc/self/io` `write_bytes`); 0 for read-only workloads.
-    pub write_amp: f64,
+    /// (`/proc/self/io` `write_bytes`); `None` for read-only workloads (whatever background
+    /// work an engine carried over from the workload before is not theirs).
+    pub write_amp: Option<f64>,
     /// Data blocks read per get, where the engine counts them.
     pub blocks_per_get: Option<f64>,
     /// Keys loaded (the run's `--keys`).
@@ -340,11 +341,7 @@ pub fn run(
         p999_us: lat.percentile(0.999),
         peak_rss_mib: peak_rss_mib(),
         disk_bytes: disk_bytes(dir),
-        write_amp: if user_bytes > 0 {
-            written as f64 / user_bytes as f64
-        } else {
-            0.0
-        },
+        write_amp: (user_bytes > 0).then(|| written as f64 / user_bytes as f64),
         blocks_per_get,
         keys: s.keys,
         tables_per_get: per_get(|p| p.tables_considered),

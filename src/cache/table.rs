@@ -132,6 +132,9 @@ impl TableCache {
         if self.is_closed() {
             return self.open(fs, path);
         }
+        if let Some(file) = self.files.get(&id) {
+            return Ok(file);
+        }
         let asked = Instant::now();
         let file = self.files.get_or_insert_with(&id, || {
             // quick_cache hands a failed open's slot to the next thread waiting for it.

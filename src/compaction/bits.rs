@@ -197,6 +197,11 @@ pub(crate) fn choices_per_level(opts: &Options, shape: &[LevelShape]) -> Vec<Cho
                 match v.get(l).or(v.last()).copied().unwrap_or(LevelFilter::None) {
                     LevelFilter::None => Choice::Bloom(0.0),
                     LevelFilter::Bloom { bits_per_key } => Choice::Bloom(bits_per_key),
+                    // 0 bits asks for no filter, as for Bloom (not a one-line Bloom filter
+                    // that answers "maybe" to nearly every key).
+                    LevelFilter::Ribbon { bits_per_key } if bits_per_key <= 0.0 => {
+                        Choice::Bloom(0.0)
+                    }
                     // Each table decides by its own key count whether Ribbon beats Bloom.
                     LevelFilter::Ribbon { bits_per_key } => {
                         allocation::ribbon_choice(table_keys, bits_per_key).unwrap_or(
@@ -220,18 +225,11 @@ pub(crate) fn choices_per_level(opts: &Options, shape: &[LevelShape]) -> Vec<Cho
         FilterPolicy::Monkey { bits_per_key }
         | FilterPolicy::Hybrid { bits_per_key, .. }
         | FilterPolicy::RibbonHybrid { bits_per_key, .. } => {
-            let mut avg = *bits_per_key;
-            if let Some(limit) = limit_bits {
-                if total_keys > 0 && avg * total_keys as f64 > limit {
-                    let reduced = (limit / total_keys as f64).max(allocation::MIN_BITS);
-                    log::info!(
-                        "filter memory limit: Monkey average lowered from {avg:.2} to {reduced:.2} bits/key"
-                    );
-                    avg = reduced;
-                }
-            }
+            let avg = *bits_per_key;
+            // A limit keeps a filter on every level that holds keys (but never raises one
+            // above what was asked for).
             let floor = if opts.filter_memory_limit.is_some() {
-                allocation::MIN_BITS
+                allocation::MIN_BITS.min(avg)
             } else {
                 0.0
             };
@@ -251,7 +249,28 @@ pub(crate) fn choices_per_level(opts: &Options, shape: &[LevelShape]) -> Vec<Cho
                     .collect(),
                 None => Vec::new(),
             };
-            return allocation::monkey_choices(shape, avg, floor, &kinds);
+            let choices = allocation::monkey_choices(shape, avg, floor, &kinds);
+            // The budget above leaves L0 out (it pays its own way); a memory limit is on all
+            // of the filters. Over it, the whole tree shares the limit.
+            let all_keys = shape.iter().map(|l| l.keys).fold(0, u64::saturating_add);
+            let bits: Vec<f64> = choices.iter().map(Choice::bits).collect();
+            return match limit_bits {
+                Some(limit) if all_keys > 0 && allocation::memory_bits(shape, &bits) > limit => {
+                    let whole: Vec<LevelShape> = shape
+                        .iter()
+                        .map(|l| LevelShape {
+                            in_budget: true,
+                            ..*l
+                        })
+                        .collect();
+                    let reduced = (limit / all_keys as f64).max(floor);
+                    log::info!(
+                        "filter memory limit: Monkey average lowered from {avg:.2} to {reduced:.2} bits/key, L0 included"
+                    );
+                    allocation::monkey_choices(&whole, reduced, floor, &kinds)
+                }
+                _ => choices,
+            };
         }
     };
     match limit_bits {
@@ -530,5 +549,64 @@ mod tests {
             assert!(used <= limit_bytes as f64 * 8.0 * 1.001, "{policy:?} {b:?}");
             assert!(b[2] >= allocation::MIN_BITS, "{policy:?} {b:?}");
         }
+    }
+
+    /// Review finding (session 23): the Monkey policies left L0 out of the limit (their
+    /// budget leaves it out), so the deeper levels took all of it, and each new L0 table then
+    /// found no room and got 1 bit per key. The limit holds for the whole tree, L0 included,
+    /// with a tree shaped as `level_shapes` makes it (L0 out of the budget).
+    #[test]
+    fn a_memory_limit_covers_l0_under_monkey() {
+        let mut s = shape(&[20_000, 10_000, 100_000, 0, 0, 0, 0]);
+        s[0].in_budget = false;
+        s[0].probes = 4.0;
+        let limit_bytes = 130_000u64 * 5 / 8; // room for 5 bits/key on average
+        for policy in [
+            FilterPolicy::Monkey { bits_per_key: 10.0 },
+            FilterPolicy::Hybrid {
+                bits_per_key: 10.0,
+                fuse_from_level: 1,
+            },
+        ] {
+            let o = Options::default()
+                .filter_policy(policy.clone())
+                .filter_memory_limit(limit_bytes);
+            let b = bits_per_level(&o, &s);
+            let used: f64 = s.iter().zip(&b).map(|(l, b)| l.keys as f64 * b).sum();
+            assert!(used <= limit_bytes as f64 * 8.0 * 1.001, "{policy:?} {b:?}");
+            // L0 is probed most: it keeps more bits than the deeper levels.
+            assert!(b[0] >= b[2] && b[0] > 2.0, "{policy:?} {b:?}");
+        }
+    }
+
+    /// Review finding (session 23): any limit raised a Monkey average under 1 bit per key to
+    /// 1 (the floor a limit keeps), doubling filter memory for 0.5 even when the limit did
+    /// not bind. And a Ribbon level of 0 bits got a one-line Bloom filter instead of none.
+    #[test]
+    fn a_limit_never_raises_filters_and_zero_bit_ribbon_is_no_filter() {
+        let s = shape(&[1000, 10_000, 100_000, 0, 0, 0, 0]);
+        let avg = |o: &Options| {
+            let b = bits_per_level(o, &s);
+            s.iter()
+                .zip(&b)
+                .skip(1)
+                .map(|(l, b)| l.keys as f64 * b)
+                .sum::<f64>()
+                / 110_000.0
+        };
+        let o = Options::default().filter_policy(FilterPolicy::Monkey { bits_per_key: 0.5 });
+        let without = avg(&o);
+        let with = avg(&o.clone().filter_memory_limit(u64::MAX));
+        assert!(
+            with <= 0.5 * 1.01 && without <= 0.5 * 1.01,
+            "{without} {with}"
+        );
+        let o = Options::default().filter_policy(FilterPolicy::Levels(vec![LevelFilter::Ribbon {
+            bits_per_key: 0.0,
+        }]));
+        assert_eq!(bits_per_level(&o, &s), vec![0.0; 7]);
+        assert!(choices_per_level(&o, &s)
+            .iter()
+            .all(|c| matches!(c, Choice::Bloom(b) if *b == 0.0)));
     }
 }

@@ -295,7 +295,9 @@ fn recover_once(
     }
     // A leftover of an earlier replay with writes past the WALs goes, durably, before this
     // open's edit retires its WALs: if it came back after that (a power loss before the
-    // removal of unreferenced files reached the disk), it would read as a lost edit.
+    // removal of unreferenced files reached the disk), it would read as a lost edit. (If this
+    // open fails before the directory sync, the next one's sync of the directory before
+    // replay makes the removals so far durable, and it finds and removes the rest.)
     if !leftovers.is_empty() {
         for path in &leftovers {
             fs.remove(path).map_err(|e| io_context("remove", path, e))?;

@@ -242,7 +242,8 @@ fn best_for(levels: &[LevelShape], mu: f64, floor: f64, options: &[Vec<Choice>])
         .collect()
 }
 
-fn memory_bits(levels: &[LevelShape], bits: &[f64]) -> f64 {
+/// The bits the filters of every level take (in the budget or not).
+pub(crate) fn memory_bits(levels: &[LevelShape], bits: &[f64]) -> f64 {
     levels
         .iter()
         .zip(bits)

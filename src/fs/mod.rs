@@ -125,8 +125,9 @@ pub trait RandomAccessFile: Send + Sync + fmt::Debug {
     }
     /// What tells this file from another one stored under its name later (a database
     /// destroyed and made again, a backup restored): a read-only handle's table whose
-    /// descriptor the table cache closed is reopened by name, and a reopened file of another
-    /// identity (or length) fails the read instead of answering from the wrong file. Default:
+    /// descriptor the table cache closed is reopened by name (so is a closed writer's, for a
+    /// read that raced the close), and a reopened file of another identity (or length) fails
+    /// the read instead of answering from the wrong file. Default:
     /// `None` (only the length is compared). [`OsFs`] gives the device, inode number and
     /// modification time.
     fn identity(&self) -> Option<FileIdentity> {

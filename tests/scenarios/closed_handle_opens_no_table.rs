@@ -11,6 +11,7 @@ use siltdb::{Db, Options};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 #[test]
 fn a_closed_handle_opens_no_table_for_its_statistics() {
@@ -92,7 +93,11 @@ fn a_read_that_raced_close_answers_from_no_other_database() {
             {
                 hook_hit.store(true, Ordering::SeqCst);
                 reached_tx.lock().unwrap().send(()).unwrap();
-                release_rx.lock().unwrap().recv().unwrap();
+                let released = release_rx
+                    .lock()
+                    .unwrap()
+                    .recv_timeout(Duration::from_secs(60));
+                assert!(released.is_ok(), "the test never released the open");
             }
         })),
         ..HookedFs::new(mem.clone())
@@ -139,7 +144,13 @@ fn a_read_that_raced_close_answers_from_no_other_database() {
             panic!("no get reopened a table file");
         })
     };
-    reached.recv().unwrap();
+    // (A reader that failed before it reached the open ends the test with its panic.)
+    if reached.recv_timeout(Duration::from_secs(60)).is_err() {
+        match reader.join() {
+            Err(panic) => std::panic::resume_unwind(panic),
+            Ok(r) => panic!("the reader ended without waiting in an open: {r:?}"),
+        }
+    }
     db.close().unwrap();
     Db::destroy_with("/db", opts()).unwrap();
     load("new").close().unwrap();

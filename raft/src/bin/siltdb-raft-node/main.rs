@@ -54,7 +54,7 @@ enum Cmd {
         /// Entries kept in the log behind a snapshot.
         #[arg(long, default_value_t = 1_000)]
         keep_after_snapshot: u64,
-        /// Bytes of snapshot data per message to a follower (1 to 8 MiB).
+        /// Bytes of snapshot data per message to a follower (1 byte to 8 MiB).
         #[arg(long, default_value_t = 1 << 20)]
         snapshot_chunk: usize,
         /// Milliseconds a leader waits for a follower to take a snapshot message (the last:
