@@ -216,8 +216,9 @@ impl Db {
         self.core().write(batch, opts)
     }
 
-    /// The value of `key`, or `None`. The [`Value`] shares the cached block (or memtable
-    /// entry) it was found in: nothing is copied; it derefs to `[u8]`.
+    /// The value of `key`, or `None`. The [`Value`] shares the cached block it was found in
+    /// (nothing is copied), or, from a memtable, a value over 16 KiB (a smaller one is copied
+    /// out, so that it does not keep the memtable's 64 KiB chunk alive); it derefs to `[u8]`.
     ///
     /// Errors: [`Error::InvalidArgument`] for a key over [`MAX_KEY_SIZE`](crate::MAX_KEY_SIZE)
     /// (no write accepts one), [`Error::Corruption`] if a block the read needs is damaged

@@ -1,9 +1,10 @@
 //! siltdb: an embeddable LSM-tree key-value store that counts, and cuts, read amplification.
 //!
 //! Writes go to a write-ahead log and a memtable; full memtables flush to immutable SSTables,
-//! and leveled compaction merges them down. Every SSTable carries a Bloom filter that is kept
-//! in memory, so a point read skips, with zero I/O, every table whose filter says "definitely
-//! not". What each read costs is counted exactly ([`Stats`], [`ReadTrace`]).
+//! and leveled compaction merges them down. Every SSTable carries a filter that is kept in
+//! memory (by default Bloom filters in L0 and, below it, binary fuse or Bloom filters sized
+//! per level by Monkey's allocation), so a point read skips, with zero I/O, every table whose
+//! filter says "definitely not". What each read costs is counted exactly ([`Stats`], [`ReadTrace`]).
 //!
 //! ```
 //! use siltdb::{Db, Options, WriteBatch};
@@ -25,7 +26,7 @@
 //! let keys: Vec<Vec<u8>> = db.iter().map(|kv| kv.map(|(k, _)| k)).collect::<siltdb::Result<_>>()?;
 //! assert_eq!(keys, vec![b"apple".to_vec(), b"cherry".to_vec()]);
 //!
-//! let (value, trace) = db.get_traced("zebra")?; // absent: the filter answers, no I/O
+//! let (value, trace) = db.get_traced("zebra")?; // past every table's keys: no I/O
 //! assert_eq!(value, None);
 //! assert_eq!(trace.data_block_reads, 0);
 //! println!("{:?}", db.stats());

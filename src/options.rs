@@ -75,11 +75,12 @@ pub enum FilterPolicy {
     Levels(Vec<LevelFilter>),
     /// Monkey's allocation over two filter kinds (the default, at 10 bits per key from L1):
     /// levels above `fuse_from_level` get Bloom filters (L0 tables are built in the flush
-    /// path and live seconds), levels from `fuse_from_level` down get whichever of an 8- or
-    /// 16-bit binary fuse filter or a Bloom filter of any size makes the expected wasted
-    /// block reads of an absent-key get smallest for the same total memory. With 10 bits per
-    /// key the largest level gets 8-bit fuse filters (0.39% false positives at ~9.5 bits per
-    /// key) and the smaller levels what is left; see `docs/filters.md`.
+    /// path and live seconds), levels from `fuse_from_level` down get whichever of a binary
+    /// fuse filter (fingerprints of 4 to 16 bits) or a Bloom filter of any size makes the
+    /// expected wasted block reads of an absent-key get smallest for the same total memory.
+    /// With 10 bits per key the largest level typically gets fuse filters of 8 or 9 bits
+    /// (fuse8: 0.39% false positives at ~9.1 bits per key) and the smaller levels what is
+    /// left; see `docs/filters.md`.
     Hybrid {
         /// Average bits per key over the levels below L0 (as for `Monkey`).
         bits_per_key: f64,
@@ -335,13 +336,14 @@ impl Options {
     }
 
     /// Sealed memtables that may wait for flushing before writers stop and wait. Default 4;
-    /// at least 1.
+    /// at least 1 (open fails with `InvalidArgument` for 0).
     pub fn max_immutable_memtables(mut self, n: usize) -> Self {
         self.max_immutable_memtables = n;
         self
     }
 
-    /// Target size of a data block. Default 4096 bytes; between 256 bytes and 16 MiB.
+    /// Target size of a data block. Default 4096 bytes; between 256 bytes and 16 MiB (open
+    /// fails with `InvalidArgument` outside).
     pub fn block_size(mut self, bytes: usize) -> Self {
         self.block_size = bytes;
         self
@@ -350,7 +352,7 @@ impl Options {
     /// If true, every write fsyncs the WAL before it returns (concurrent writers share one
     /// fsync), so it survives power loss. If false, a write survives a process crash but the
     /// last unsynced writes may be lost on power loss ([`Db::sync`](crate::Db::sync) syncs).
-    /// Default false.
+    /// Default false. Never an error.
     pub fn sync_writes(mut self, sync: bool) -> Self {
         self.sync_writes = sync;
         self
@@ -367,7 +369,8 @@ impl Options {
         self
     }
 
-    /// L0 tables that trigger a compaction into L1. Default 4; at least 1.
+    /// L0 tables that trigger a compaction into L1. Default 4; at least 1 (open fails with
+    /// `InvalidArgument` for 0).
     pub fn l0_compaction_trigger(mut self, n: usize) -> Self {
         self.l0_compaction_trigger = n;
         self
@@ -375,7 +378,8 @@ impl Options {
 
     /// L0 tables at which each write group (one writer's write, or the writes one leader
     /// commits together) is delayed by 1 ms to let compaction catch up, with automatic
-    /// compaction on. Default 8; at least `l0_compaction_trigger`.
+    /// compaction on. Default 8; at least `l0_compaction_trigger` (open fails with
+    /// `InvalidArgument` below it).
     pub fn l0_slowdown_trigger(mut self, n: usize) -> Self {
         self.l0_slowdown_trigger = n;
         self
@@ -384,20 +388,21 @@ impl Options {
     /// L0 tables at which writes wait (they do not fail) until compaction reduces L0, with
     /// automatic compaction on. As in LevelDB, the wait begins when the memtable is full
     /// (writes go on into the memtable until then, as no flush could add to L0 meanwhile).
-    /// Default 12; at least `l0_slowdown_trigger`.
+    /// Default 12; at least `l0_slowdown_trigger` (open fails with `InvalidArgument` below it).
     pub fn l0_stop_trigger(mut self, n: usize) -> Self {
         self.l0_stop_trigger = n;
         self
     }
 
     /// Target size of L1; level `n` targets `level_base_size * level_size_ratio^(n-1)`.
-    /// Default 64 MiB; at least 1 KiB.
+    /// Default 64 MiB; at least 1 KiB (open fails with `InvalidArgument` below).
     pub fn level_base_size(mut self, bytes: u64) -> Self {
         self.level_base_size = bytes;
         self
     }
 
-    /// Size ratio between adjacent levels. Default 10; at least 2.
+    /// Size ratio between adjacent levels. Default 10; at least 2 (open fails with
+    /// `InvalidArgument` below).
     pub fn level_size_ratio(mut self, ratio: u64) -> Self {
         self.level_size_ratio = ratio;
         self
@@ -405,8 +410,9 @@ impl Options {
 
     /// Size at which compaction output is split into a new table. Default 8 MiB; at least
     /// 1 KiB, at most 64 GiB (a manifest records tables of at most 1 TiB, and a table can
-    /// pass its target by the versions of one key). (Open descriptors are bounded by [`max_open_files`](Options::max_open_files),
-    /// not by the number of tables.)
+    /// pass its target by the versions of one key); open fails with `InvalidArgument` outside.
+    /// (Open descriptors are bounded by [`max_open_files`](Options::max_open_files), not by
+    /// the number of tables.)
     pub fn target_table_size(mut self, bytes: u64) -> Self {
         self.target_table_size = bytes;
         self
@@ -414,14 +420,14 @@ impl Options {
 
     /// If false, no background compaction runs (flushes still do); L0 then grows without
     /// bound and the write stall triggers are ignored. For benchmarks of tree shapes and for
-    /// tests. [`Db::compact`](crate::Db::compact) still works. Default true.
+    /// tests. [`Db::compact`](crate::Db::compact) still works. Default true. Never an error.
     pub fn auto_compaction(mut self, on: bool) -> Self {
         self.auto_compaction = on;
         self
     }
 
     /// If false, opening a directory without a database fails with `InvalidArgument`.
-    /// Default true.
+    /// Default true. Never an error itself.
     pub fn create_if_missing(mut self, create: bool) -> Self {
         self.create_if_missing = create;
         self
@@ -430,20 +436,22 @@ impl Options {
     /// If true, opening a directory that already holds a database (a `CURRENT` file) fails
     /// with `InvalidArgument` and changes nothing: the mirror of
     /// [`create_if_missing`](Options::create_if_missing), for code that must start from an
-    /// empty database. Default false.
+    /// empty database. Default false. Never an error itself.
     pub fn error_if_exists(mut self, error: bool) -> Self {
         self.error_if_exists = error;
         self
     }
 
     /// If true, open without the directory lock and without writing anything (see
-    /// [`Db::open_read_only`](crate::Db::open_read_only)). Default false.
+    /// [`Db::open_read_only`](crate::Db::open_read_only)). Default false. Never an error
+    /// itself (an open of a directory without a database fails with `InvalidArgument`).
     pub fn read_only(mut self, read_only: bool) -> Self {
         self.read_only = read_only;
         self
     }
 
     /// The file system to use. Default [`OsFs`]; tests use [`MemFs`](crate::fs::MemFs).
+    /// Never an error (the file system's own errors are [`Error::Io`](crate::Error::Io)).
     pub fn file_system(mut self, fs: Arc<dyn FileSystem>) -> Self {
         self.file_system = fs;
         self
@@ -461,7 +469,7 @@ impl Options {
     /// Bytes of data blocks kept in an in-memory cache of verified, parsed blocks, so that a
     /// read of a hot block skips the file read, the checksum and the parse. Default 64 MiB;
     /// `0` turns the cache off (every block a get needs is read from the file). Ignored when
-    /// [`block_cache`](Options::block_cache) gives a cache to share.
+    /// [`block_cache`](Options::block_cache) gives a cache to share. Never an error.
     pub fn block_cache_size(mut self, bytes: u64) -> Self {
         self.block_cache_size = bytes;
         self
@@ -469,7 +477,7 @@ impl Options {
 
     /// Uses `cache` as the block cache, so that several databases share one memory budget.
     /// Default: none (each database makes its own of
-    /// [`block_cache_size`](Options::block_cache_size) bytes).
+    /// [`block_cache_size`](Options::block_cache_size) bytes). Never an error.
     pub fn block_cache(mut self, cache: BlockCache) -> Self {
         self.block_cache = Some(cache);
         self
@@ -477,7 +485,7 @@ impl Options {
 
     /// Most table files this database keeps open at once. Filters and indexes of every live
     /// table stay in memory regardless; only descriptors are closed and reopened on demand.
-    /// Default 1000; at least 1. The table cache keeps at most this many, and at most three
+    /// Default 1000; at least 1 (open fails with `InvalidArgument` for 0). The table cache keeps at most this many, and at most three
     /// quarters of the process's soft `RLIMIT_NOFILE` (read at open; the rest is left for
     /// WALs, the manifest and the application), though that cap is never below 16 however
     /// low the limit; when descriptors run out anyway it closes cached ones and retries

@@ -71,8 +71,8 @@ pub struct Stats {
     pub background_errors: u64,
     /// Writes delayed because L0 reached `l0_slowdown_trigger`.
     pub write_slowdowns: u64,
-    /// Times a writer waited because L0 reached `l0_stop_trigger` or too many memtables
-    /// waited for flush.
+    /// Times a write group stopped (however long it waited, counted once) because L0 reached
+    /// `l0_stop_trigger` or too many memtables waited for flush.
     pub write_stops: u64,
     /// Microseconds writers spent waiting in slowdowns and stops (summed over writers).
     pub write_stall_micros: u64,
@@ -180,8 +180,10 @@ pub struct LevelStats {
     pub filter_bytes: u64,
     /// Filter bits per key of the level (`8 * filter_bytes / filter_keys`).
     pub bits_per_key: f64,
-    /// The kind of the level's filters: "bloom", "fuse8", "fuse16", "ribbon", "none", or "mixed" when
-    /// its tables differ (a policy change, or a level between two compactions).
+    /// The kind of the level's filters: "bloom", "fuse4" to "fuse16" (the fingerprint
+    /// width), "ribbon", "none", or "mixed" when its tables differ (a policy change, a hybrid
+    /// policy's choice per table, or a level between two compactions); "" for a level without
+    /// tables, or whose tables' filters are all empty or could not be read.
     pub filter_kind: String,
     /// The false-positive rate an absent key meets in this level, from the filters' own
     /// parameters (for L0, the sum over its tables, since a get probes each).
@@ -210,7 +212,8 @@ pub struct TableInfo {
     pub filter_bytes: u64,
     /// Filter bits per key (0: no filter).
     pub filter_bits_per_key: f64,
-    /// The filter's kind: "bloom", "fuse8", "fuse16", "ribbon", "empty", "unknown" or "none".
+    /// The filter's kind: "bloom", "fuse4" to "fuse16" (the fingerprint width), "ribbon",
+    /// "empty", "unknown" or "none".
     pub filter_kind: String,
     /// The filter's false-positive rate from its (m, n, k); 1 without a filter.
     pub predicted_fpr: f64,

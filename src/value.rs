@@ -1,13 +1,14 @@
-//! [`Value`]: the bytes of a value as a get returns them, shared with the block or memtable
-//! they came from instead of copied out.
+//! [`Value`]: the bytes of a value as a get returns them, shared with the block (or, over
+//! 16 KiB, the memtable entry) they came from instead of copied out.
 
 use bytes::Bytes;
 use std::borrow::Borrow;
 use std::fmt;
 use std::ops::Deref;
 
-/// A value returned by a get. It shares the memory of the cached data block (or memtable entry)
-/// it was read from, so returning it copies nothing; cloning it is cheap (a reference count).
+/// A value returned by a get. It shares the memory of the cached data block it was read from,
+/// so returning it copies nothing (a memtable value is shared if over 16 KiB and copied
+/// otherwise); cloning it is cheap (a reference count).
 /// It derefs to `[u8]`: `value.len()`, `&value[..]`, `value.to_vec()`, and
 /// `db.get(k)?.as_deref()` (an `Option<&[u8]>`) all work as with a `Vec<u8>`.
 ///

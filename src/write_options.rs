@@ -39,7 +39,7 @@ impl WriteOptions {
 
     /// `true`: fsync before returning ([`Durability::Sync`]); `false`: do not
     /// ([`Durability::Buffered`]), whatever `sync_writes` says. Not calling it keeps the
-    /// default, [`Durability::Default`] (as `sync_writes` says).
+    /// default, [`Durability::Default`] (as `sync_writes` says). Never an error.
     pub fn sync(mut self, sync: bool) -> WriteOptions {
         self.durability = if sync {
             Durability::Sync

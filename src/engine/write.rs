@@ -617,7 +617,7 @@ impl Core {
         mut force: bool,
         stalled_since: &mut Option<std::time::Instant>,
     ) -> Result<()> {
-        let mut slowed = false;
+        let (mut slowed, mut stopped) = (false, false);
         loop {
             self.writable(st)?;
             let l0 = st.tree.version.levels[0].len();
@@ -638,7 +638,11 @@ impl Core {
                 || (self.opts.auto_compaction && l0 >= self.opts.l0_stop_trigger)
             {
                 stalled_since.get_or_insert_with(std::time::Instant::now);
-                Counters::add(&self.counters.write_stops, 1);
+                // Once per stop, however many rounds of waiting it takes.
+                if !stopped {
+                    stopped = true;
+                    Counters::add(&self.counters.write_stops, 1);
+                }
                 self.bg_cv.notify_all();
                 self.room_cv.wait_for(st, Duration::from_millis(100));
                 continue;

@@ -22,7 +22,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// A manifest larger than this is rewritten as a fresh snapshot.
+/// A manifest larger than this is rewritten as a fresh snapshot (once it is also twice its
+/// snapshot's size: see [`ManifestWriter::snapshot_len`]).
 const MAX_MANIFEST_BYTES: u64 = 16 << 20;
 
 #[derive(Debug)]
@@ -30,6 +31,10 @@ struct ManifestWriter {
     log: RecordWriter,
     number: u64,
     path: PathBuf,
+    /// Bytes of the snapshot record the manifest starts with. A rewrite waits until the
+    /// manifest is twice that: a tree whose snapshot alone passes [`MAX_MANIFEST_BYTES`]
+    /// (many tables, long keys) would otherwise rewrite its whole manifest at every edit.
+    snapshot_len: u64,
 }
 
 /// What a manifest replay found.
@@ -342,6 +347,8 @@ pub(crate) struct VersionSet {
     compact_pointers: Vec<Vec<u8>>,
     /// The manifest write that failed; every later edit is refused with it.
     failed: Option<Error>,
+    /// Manifest bytes past which it is rewritten: [`MAX_MANIFEST_BYTES`] (smaller in tests).
+    rewrite_at: u64,
     /// What the tables share (caches, the obsolete-file queue).
     env: Arc<TableEnv>,
 }
@@ -361,6 +368,7 @@ impl VersionSet {
             next_file: Arc::new(AtomicU64::new(1)),
             compact_pointers: vec![Vec::new(); NUM_LEVELS],
             failed: None,
+            rewrite_at: MAX_MANIFEST_BYTES,
             env: env.clone(),
         }
     }
@@ -392,6 +400,7 @@ impl VersionSet {
             next_file: Arc::new(AtomicU64::new(st.next_file_number)),
             compact_pointers: st.compact_pointers.clone(),
             failed: None,
+            rewrite_at: MAX_MANIFEST_BYTES,
             env: env.clone(),
         }
     }
@@ -504,6 +513,7 @@ impl VersionSet {
             .map_err(|e| io_context("create", &path, e))?;
         let mut log = RecordWriter::new(file);
         let snapshot = record::frame(&self.snapshot_edit().encode(), number);
+        let snapshot_len = snapshot.len() as u64;
         log.append_framed(&snapshot)
             .map_err(|e| io_context("write", &path, e))?;
         log.sync().map_err(|e| io_context("sync", &path, e))?;
@@ -520,7 +530,12 @@ impl VersionSet {
             contents.as_bytes(),
         )
         .map_err(|e| io_context("install CURRENT for", &path, e))?;
-        if let Some(old) = self.manifest.replace(ManifestWriter { log, number, path }) {
+        if let Some(old) = self.manifest.replace(ManifestWriter {
+            log,
+            number,
+            path,
+            snapshot_len,
+        }) {
             if let Err(e) = self.fs.remove(&old.path) {
                 log::warn!("could not remove old manifest {}: {e}", old.path.display());
             }
@@ -573,7 +588,7 @@ impl VersionSet {
             self.failed = Some(e.clone());
             return Err(e);
         }
-        let oversized = m.log.len() > MAX_MANIFEST_BYTES;
+        let oversized = m.log.len() > self.rewrite_at.max(m.snapshot_len.saturating_mul(2));
         for (l, k) in &edit.compact_pointers {
             self.compact_pointers[*l as usize] = k.clone();
         }
@@ -670,6 +685,65 @@ mod tests {
         assert_eq!(st.edits, 1);
         let err = replay_current_manifest(fs.as_ref(), &dir, old, false).unwrap_err();
         assert!(err.is_corruption(), "{err:?}");
+    }
+
+    /// Review finding (session 23): a tree whose snapshot alone passed the rewrite threshold
+    /// rewrote its whole manifest (write, fsync, `CURRENT` swap) at every later edit. Here
+    /// the threshold is 4 KiB and the snapshot ~13 KiB: one rewrite, then edits append.
+    #[test]
+    fn a_snapshot_over_the_threshold_is_not_rewritten_at_every_edit() {
+        use crate::key::{encode, trailer, ValueKind};
+        let (fs, _mem, dir) = setup();
+        let mut set =
+            VersionSet::new_empty(fs.clone(), &TableEnv::new(fs.clone(), &dir, 100, None));
+        set.rewrite_at = 4096;
+        set.write_new_manifest().unwrap();
+        while set.new_file_number() < 100 {}
+        let long = |i: u64, c: char| format!("{i:04}{}", c.to_string().repeat(120));
+        let edit = VersionEdit {
+            last_sequence: Some(50),
+            added: (0..50u64)
+                .map(|i| {
+                    let meta = crate::version::FileMeta {
+                        number: 10 + i,
+                        size: 1000,
+                        smallest: encode(long(i, 'a').as_bytes(), trailer(i + 1, ValueKind::Put))
+                            .into(),
+                        largest: encode(long(i, 'z').as_bytes(), trailer(i + 1, ValueKind::Put))
+                            .into(),
+                        min_seq: i + 1,
+                        max_seq: i + 1,
+                        entries: 2,
+                    };
+                    (0, meta)
+                })
+                .collect(),
+            ..VersionEdit::default()
+        };
+        let opened: Vec<_> = edit
+            .added
+            .iter()
+            .map(|(_, m)| crate::version::TableHandle::open(set.table_env(), m.clone()))
+            .collect();
+        set.log_and_apply(edit, &opened).unwrap();
+        let rewritten = read_current(fs.as_ref(), &dir).unwrap().unwrap();
+        assert!(
+            rewritten > 1,
+            "the edit passed 4 KiB: the manifest was rewritten"
+        );
+        for seq in 51..61 {
+            let edit = VersionEdit {
+                last_sequence: Some(seq),
+                ..VersionEdit::default()
+            };
+            set.log_and_apply(edit, &[]).unwrap();
+        }
+        assert_eq!(read_current(fs.as_ref(), &dir).unwrap(), Some(rewritten));
+        let st = replay_manifest(fs.as_ref(), &dir, rewritten).unwrap();
+        assert_eq!(
+            (st.last_sequence, st.edits, st.levels[0].len()),
+            (60, 11, 50)
+        );
     }
 
     #[test]

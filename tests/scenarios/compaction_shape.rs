@@ -93,3 +93,50 @@ fn writers_wait_at_the_stop_trigger_instead_of_failing() {
     assert!(db.levels()[0].tables <= 3, "{:?}", db.levels()[0]);
     assert_eq!(db.iter().count(), 20_000);
 }
+
+/// `Stats::write_stops` counts stops, not the rounds of waiting in one (a stopped writer wakes
+/// every 100 ms to look again: one stop of a second counted about ten). Here the one flush is
+/// held in its table's fsync while the writer fills the next memtable: one stop, however long.
+#[test]
+fn a_long_stop_counts_once() {
+    use common::hooked_fs::HookedFs;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+    let held = Arc::new(AtomicBool::new(true));
+    let hold = held.clone();
+    let fs = HookedFs {
+        on_sync: Some(Arc::new(move |p: &Path| {
+            if p.extension().is_some_and(|e| e == "sst") {
+                let deadline = std::time::Instant::now() + Duration::from_secs(60);
+                while hold.load(Ordering::SeqCst) && std::time::Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+        })),
+        ..HookedFs::new(MemFs::new())
+    };
+    // About 7 writes fill a 1 KiB memtable (each counts 16 + 50 + 72 bytes).
+    let opts = Options::default()
+        .memtable_size(1 << 10)
+        .max_immutable_memtables(1)
+        .file_system(Arc::new(fs) as Arc<dyn FileSystem>);
+    let db = Arc::new(Db::open_with(Path::new("/db"), opts).unwrap());
+    let writer = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            // The first memtable is sealed (its flush held), the second fills and stops the
+            // writer; after the release the rest fit in a third.
+            for i in 0..20u32 {
+                db.insert(format!("{i:016}"), [5u8; 50]).unwrap();
+            }
+        })
+    };
+    // Several rounds of waiting (100 ms each) while stopped.
+    std::thread::sleep(Duration::from_millis(450));
+    assert!(!writer.is_finished(), "the writer never stopped");
+    held.store(false, Ordering::SeqCst);
+    writer.join().unwrap();
+    let s = db.stats();
+    assert_eq!(s.write_stops, 1, "{s:?}");
+    assert!(s.write_stall_micros >= 400_000, "{s:?}");
+}

@@ -32,7 +32,8 @@ struct TableRow {
     largest: String,
     filter_bytes: u64,
     bits_per_key: f64,
-    /// "bloom", "fuse8", "fuse16", "empty", "unknown" or "none" (as `Db::tables` names it).
+    /// "bloom", "fuse4" to "fuse16", "ribbon", "empty", "unknown" or "none" (as `Db::tables`
+    /// names it).
     filter_kind: String,
     predicted_fpr: f64,
     index_bytes: u64,
@@ -48,8 +49,8 @@ struct LevelRow {
     largest: Option<String>,
     filter_bytes: u64,
     bits_per_key: f64,
-    /// The kind of the level's filters, as `Db::levels` names it: "bloom", "fuse8",
-    /// "fuse16", "none", or "mixed" when its tables differ ("" without tables).
+    /// The kind of the level's filters, as `Db::levels` names it: "bloom", "fuse4" to
+    /// "fuse16", "ribbon", "none", or "mixed" when its tables differ ("" without tables).
     filter_kind: String,
     /// False-positive rate an absent key meets here (L0: summed over its tables).
     expected_fpr: f64,
