@@ -106,7 +106,7 @@ impl Client {
         if self.addrs.is_empty() {
             return Err(Error::InvalidArgument("no node addresses".into()));
         }
-        let deadline = Instant::now() + self.timeout;
+        let deadline = crate::deadline_after(self.timeout);
         let mut last = String::from("no answer");
         while Instant::now() < deadline {
             let addr = match &self.leader {
@@ -156,6 +156,10 @@ impl Client {
             None => connect(addr, timeout)?,
         };
         conn.set_read_timeout(Some(timeout))?;
+        conn.set_write_timeout(Some(timeout))?;
+        // A large request to a node that stopped reading would otherwise block in `write`
+        // until TCP gives up (minutes), past the deadline.
+        conn.set_write_timeout(Some(timeout))?;
         let mut conn = conn;
         let reply = wire::call_blocking(&mut conn, &Message::Client(req.clone()))?;
         self.conns.insert(addr.to_string(), conn);
@@ -184,6 +188,7 @@ fn unexpected(reply: ClientReply) -> Error {
 pub fn call(addr: &str, req: ClientRequest, timeout: Duration) -> Result<ClientReply, Error> {
     let mut conn = connect(addr, timeout)?;
     conn.set_read_timeout(Some(timeout))?;
+    conn.set_write_timeout(Some(timeout))?;
     Ok(wire::call_blocking(&mut conn, &Message::Client(req))?)
 }
 

@@ -111,6 +111,26 @@ pub fn membership_fits<'a>(addrs: impl IntoIterator<Item = &'a str>) -> bool {
     true
 }
 
+/// True for a node address a peer can dial: `host:port`, a non-empty host and a port that is
+/// a number from 1 to 65535. A learner added with any other address could never be reached,
+/// and openraft keeps the first address it is given for a node id (adding it again does not
+/// change it).
+pub(crate) fn valid_node_addr(addr: &str) -> bool {
+    match addr.rsplit_once(':') {
+        Some((host, port)) => !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0),
+        None => false,
+    }
+}
+
+/// The instant `timeout` from now; a timeout too long for the clock (`Duration::MAX`) is a
+/// hundred years.
+pub(crate) fn deadline_after(timeout: std::time::Duration) -> std::time::Instant {
+    let now = std::time::Instant::now();
+    now.checked_add(timeout)
+        .or_else(|| now.checked_add(std::time::Duration::from_secs(100 * 365 * 86_400)))
+        .unwrap_or(now)
+}
+
 /// The node id type: openraft's default, `u64`.
 pub type NodeId = u64;
 /// The Raft handle for siltdb-raft's type configuration.
@@ -119,6 +139,29 @@ pub type Raft = openraft::Raft<TypeConfig>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Review finding (session 23): `Instant::now() + Duration::MAX` panicked in the
+    /// client's and `LocalCluster`'s waits; an address without a port was accepted for a
+    /// learner that could then never be reached nor re-addressed.
+    #[test]
+    fn deadlines_do_not_overflow_and_node_addresses_need_a_port() {
+        let far = deadline_after(std::time::Duration::MAX);
+        assert!(far > std::time::Instant::now() + std::time::Duration::from_secs(86_400));
+        for ok in ["127.0.0.1:21001", "node-2:1", "[::1]:8080"] {
+            assert!(valid_node_addr(ok), "{ok}");
+        }
+        for bad in [
+            "typo",
+            "host:",
+            ":80",
+            "host:0",
+            "host:65536",
+            "host:http",
+            "",
+        ] {
+            assert!(!valid_node_addr(bad), "{bad}");
+        }
+    }
     use openraft::{BasicNode, CommittedLeaderId, Entry, EntryPayload, LogId, Vote};
     use std::collections::BTreeMap;
 

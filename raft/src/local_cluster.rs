@@ -206,7 +206,7 @@ impl LocalCluster {
         cond: impl Fn(&NodeStatus) -> bool,
     ) -> Result<NodeStatus, Error> {
         let addr = self.node_addr(id)?;
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::deadline_after(timeout);
         loop {
             let last = match client::status(addr) {
                 Ok(s) if cond(&s) => return Ok(s),
@@ -227,7 +227,7 @@ impl LocalCluster {
     ///
     /// Errors: [`Error::Unavailable`] if none does within `timeout`.
     pub fn wait_leader(&self, timeout: Duration, not: &[NodeId]) -> Result<NodeId, Error> {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::deadline_after(timeout);
         loop {
             for (&id, n) in &self.nodes {
                 if n.child.is_none() || not.contains(&id) {

@@ -326,6 +326,11 @@ impl Node {
                 if !crate::membership_fits(members.values().map(String::as_str)) {
                     return Self::membership_too_large();
                 }
+                if let Some(bad) = members.values().find(|a| !crate::valid_node_addr(a)) {
+                    return ClientReply::Error(format!(
+                        "invalid argument: {bad:?} is not host:port"
+                    ));
+                }
                 return match self.initialize(members).await {
                     Ok(()) => ClientReply::Done,
                     Err(e) => ClientReply::Error(e.to_string()),
@@ -337,6 +342,11 @@ impl Node {
                 let addrs = others.map(|(_, node)| node.addr.as_str());
                 if !crate::membership_fits(addrs.chain([addr.as_str()])) {
                     return Self::membership_too_large();
+                }
+                if !crate::valid_node_addr(&addr) {
+                    return ClientReply::Error(format!(
+                        "invalid argument: {addr:?} is not host:port"
+                    ));
                 }
                 return Self::write_reply(
                     self.raft.add_learner(id, BasicNode { addr }, true).await,

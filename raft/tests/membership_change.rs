@@ -30,6 +30,15 @@ fn a_learner_joins_catches_up_and_replaces_a_voter() {
         matches!(&r, Err(siltdb_raft::Error::Remote(e)) if e.starts_with("invalid argument")),
         "{r:?}"
     );
+    // So is one whose address no peer could dial (openraft would keep it for that id).
+    let r = c.request(ClientRequest::AddLearner {
+        id: 9,
+        addr: "typo".into(),
+    });
+    assert!(
+        matches!(&r, Err(siltdb_raft::Error::Remote(e)) if e.starts_with("invalid argument")),
+        "{r:?}"
+    );
     // Nothing stalled: the next write commits.
     c.put("after-a-refused-learner", "x").unwrap();
 

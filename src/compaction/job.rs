@@ -393,7 +393,8 @@ pub(crate) fn compact(
     let input_rd = range_del::merge(input_rd.iter().map(|f| &**f));
     // A table whose whole key range a newer tombstone that every reader sees covers holds
     // nothing any reader can see: it goes without being read (RocksDB's "delete files in
-    // range"). Its own tombstones are older and inside its range, so they go too.
+    // range"). Its own tombstones stay in the merged set above (they are older and inside
+    // its range, so the covering one shadows them, and `collapse` drops them as such).
     let unread = |t: &TableHandle| {
         !input_rd.is_empty()
             && input_rd.covers_span(
