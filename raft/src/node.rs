@@ -249,9 +249,16 @@ impl Node {
                         // Not a chunk a peer sends: the connection ends (a peer would retry).
                         return;
                     };
-                    let (id, done) = (rpc.meta.snapshot_id.clone(), rpc.done);
+                    let (id, done, vote) = (rpc.meta.snapshot_id.clone(), rpc.done, rpc.vote);
                     let reply = self.raft.install_snapshot(rpc).await;
-                    if reply.is_ok() {
+                    // openraft takes a chunk whose vote is at least its own, and answers one
+                    // with a lower (or another leader's, incomparable) vote with its own
+                    // without keeping it: neither does the guard then.
+                    let taken = match &reply {
+                        Ok(resp) => resp.vote <= vote,
+                        Err(_) => false,
+                    };
+                    if taken {
                         let mut p = self
                             .snapshot_progress
                             .lock()

@@ -127,13 +127,13 @@ fn a_snapshot_chunk_that_skips_ahead_is_refused_and_the_node_lives_on() {
     let cluster = LocalCluster::start(exe, dir.path(), 1, &[]).unwrap();
     let leader = cluster.wait_leader(Duration::from_secs(30), &[]).unwrap();
     let addr = cluster.addr(leader).to_string();
-    let chunk = |offset: u64| {
+    let chunk_of = |id: &str, term: u64, offset: u64| {
         siltdb_raft::wire::Message::Snapshot(openraft::raft::InstallSnapshotRequest {
-            vote: openraft::Vote::new_committed(u64::MAX / 2, 7),
+            vote: openraft::Vote::new_committed(term, 7),
             meta: openraft::SnapshotMeta {
                 last_log_id: None,
                 last_membership: Default::default(),
-                snapshot_id: "forged".into(),
+                snapshot_id: id.into(),
             },
             offset,
             data: vec![0],
@@ -142,9 +142,23 @@ fn a_snapshot_chunk_that_skips_ahead_is_refused_and_the_node_lives_on() {
     };
     let mut s = std::net::TcpStream::connect(&addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let chunk = |offset: u64| chunk_of("forged", u64::MAX / 2, offset);
     let first: std::io::Result<serde_json::Value> =
         siltdb_raft::wire::call_blocking(&mut s, &chunk(0));
     assert!(first.is_ok(), "{first:?}");
+    // A chunk of another stream under a lower vote (a deposed leader's): openraft answers it
+    // with its own vote and keeps nothing, so the stream in flight stays the one it holds,
+    // and its next chunk is taken (review finding, session 23: it was refused, the guard
+    // having switched to the stale stream).
+    let stale: std::io::Result<serde_json::Value> =
+        siltdb_raft::wire::call_blocking(&mut s, &chunk_of("stale", 0, 0));
+    assert!(stale.is_ok(), "{stale:?}");
+    let next: std::io::Result<serde_json::Value> =
+        siltdb_raft::wire::call_blocking(&mut s, &chunk(1));
+    assert!(
+        next.is_ok(),
+        "the stream's next chunk was refused: {next:?}"
+    );
     let second: std::io::Result<serde_json::Value> =
         siltdb_raft::wire::call_blocking(&mut s, &chunk(1 << 40));
     assert!(
