@@ -188,7 +188,19 @@ impl Core {
                 active.grow_ahead(&imm, self.opts.memtable_size);
             }
             match self.flush_one(&imm, next_wal) {
-                Ok(()) => failures = 0,
+                Ok(()) => {
+                    failures = 0;
+                    // The edit is durable but the rewrite of the oversized manifest after it
+                    // failed (writes are stopped): no later edit can be recorded, so a
+                    // memtable still queued is not written to a table only to be refused.
+                    if self.versions.lock().failure().is_some() {
+                        let mut st = self.state.lock();
+                        while !st.life.shutting_down {
+                            self.bg_cv.wait(&mut st);
+                        }
+                        return;
+                    }
+                }
                 Err(Error::Closed) => return,
                 Err(e) => {
                     failures += 1;

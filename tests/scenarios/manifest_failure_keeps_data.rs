@@ -2,6 +2,7 @@
 //! the new table, because the edit may already be on disk. Whatever a crash then keeps, the
 //! reopened database has every acknowledged write.
 
+use crate::common::hooked_fs::HookedFs;
 use siltdb::fs::{CrashImageOptions, FaultPlan, FileSystem, MemFs, OpKind};
 use siltdb::{Db, Error, Options};
 use std::path::Path;
@@ -135,4 +136,95 @@ fn failed_manifest_rewrite_stops_writes_at_once() {
     }
     assert_eq!(db.get("after").unwrap(), None);
     siltdb::inspect::check_invariants(&db).unwrap();
+}
+
+/// Review finding (session 23): after the flush whose edit was followed by the failed
+/// rewrite, the flush thread went on to the next sealed memtable, wrote and synced its whole
+/// table, and only then had its edit refused: a table for nothing, left for the next open to
+/// remove. The flush thread stops at the failure. Here two memtables are sealed while the
+/// first one's flush is held in its table's fsync, and that flush's edit is the one that
+/// takes the manifest past its rewrite size.
+#[test]
+fn no_table_is_written_after_a_failed_manifest_rewrite() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+    let mem = MemFs::new();
+    let dir = Path::new("/db");
+    let held = Arc::new(AtomicBool::new(false));
+    let reached = Arc::new(AtomicBool::new(false));
+    let (hold, reach) = (held.clone(), reached.clone());
+    let fs = HookedFs {
+        on_sync: Some(Arc::new(move |p: &Path| {
+            if p.extension().is_some_and(|e| e == "sst") {
+                reach.store(hold.load(Ordering::SeqCst), Ordering::SeqCst);
+                let deadline = std::time::Instant::now() + Duration::from_secs(60);
+                while hold.load(Ordering::SeqCst) && std::time::Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+            }
+        })),
+        ..HookedFs::new(mem.clone())
+    };
+    // One big-key write fills a memtable: the next write seals it.
+    let db = Db::open_with(
+        dir,
+        Options::default()
+            .file_system(Arc::new(fs) as Arc<dyn FileSystem>)
+            .auto_compaction(false)
+            .memtable_size(1024),
+    )
+    .unwrap();
+    let manifest_len = || {
+        let names = mem.list(dir).unwrap();
+        let name = names.iter().find(|n| n.starts_with("MANIFEST-")).unwrap();
+        mem.read_file(&dir.join(name)).unwrap().len() as u64
+    };
+    let tables_on_disk = || {
+        let names = mem.list(dir).unwrap();
+        names.iter().filter(|n| n.ends_with(".sst")).count()
+    };
+    // Flush one table per round until the next edit will take the manifest past 16 MiB.
+    let mut i = 0u32;
+    let mut last = manifest_len();
+    loop {
+        assert!(i < 400, "the manifest never neared its rewrite size");
+        db.insert(big_key(i, false), "v").unwrap();
+        db.flush().unwrap();
+        i += 1;
+        let now = manifest_len();
+        let step = now - last;
+        last = now;
+        if now + step > 16 << 20 {
+            break;
+        }
+    }
+    // The rewrite fails; two memtables are sealed while the first one's table is held.
+    mem.set_fault(Some(FaultPlan {
+        path_contains: Some("MANIFEST".into()),
+        ..FaultPlan::nth(OpKind::Create, 0)
+    }));
+    held.store(true, Ordering::SeqCst);
+    for k in 0..3 {
+        db.insert(big_key(i + k, false), "v").unwrap();
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !reached.load(Ordering::SeqCst) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the flush never reached its fsync"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let before = tables_on_disk();
+    held.store(false, Ordering::SeqCst);
+    let _ = db.wait_for_compactions();
+    assert_eq!(mem.faults_injected(), 1, "the rewrite was not reached");
+    assert!(matches!(db.insert("after", "x"), Err(Error::Poisoned(_))));
+    // The held flush's table is the only one written since (and the manifest lists it).
+    assert_eq!(
+        tables_on_disk(),
+        before,
+        "a table was written after the failure"
+    );
+    assert_eq!(db.tables().len(), tables_on_disk());
 }
