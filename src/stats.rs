@@ -74,7 +74,8 @@ pub struct Stats {
     /// Times a write group stopped (however long it waited, counted once) because L0 reached
     /// `l0_stop_trigger` or too many memtables waited for flush.
     pub write_stops: u64,
-    /// Microseconds writers spent waiting in slowdowns and stops (summed over writers).
+    /// Microseconds write groups spent waiting in slowdowns and stops (the leader's wait; the
+    /// writers queued behind it wait as long).
     pub write_stall_micros: u64,
     /// Write groups committed: each is one WAL record holding one or more writers' batches.
     pub write_groups: u64,

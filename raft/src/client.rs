@@ -156,7 +156,6 @@ impl Client {
             None => connect(addr, timeout)?,
         };
         conn.set_read_timeout(Some(timeout))?;
-        conn.set_write_timeout(Some(timeout))?;
         // A large request to a node that stopped reading would otherwise block in `write`
         // until TCP gives up (minutes), past the deadline.
         conn.set_write_timeout(Some(timeout))?;

@@ -140,10 +140,24 @@ impl Node {
     /// tokio runtime). If `init` is non-empty and the node is fresh, initialises a cluster with
     /// those voters; on a node that already has state, `init` is ignored.
     ///
-    /// Errors: [`Error::InvalidArgument`] for bad timings, what [`open_store`] returns, and
-    /// [`Error::Io`] if the address cannot be bound.
+    /// Errors: [`Error::InvalidArgument`] for bad timings, or an `init` whose addresses are
+    /// not `host:port` or too many or too long (see [`membership_fits`](crate::membership_fits)),
+    /// checked before anything is opened; what [`open_store`] returns, and [`Error::Io`] if
+    /// the address cannot be bound.
     pub async fn start(config: NodeConfig, init: BTreeMap<NodeId, String>) -> Result<Node, Error> {
         let raft_config = Arc::new(config.raft_config()?);
+        if let Some(bad) = init.values().find(|a| !crate::valid_node_addr(a)) {
+            return Err(Error::InvalidArgument(format!(
+                "init address {bad:?} is not host:port"
+            )));
+        }
+        if !crate::membership_fits(init.values().map(String::as_str)) {
+            return Err(Error::InvalidArgument(format!(
+                "init holds more than {} nodes or an address over {} bytes",
+                crate::MAX_MEMBERS,
+                crate::MAX_NODE_ADDR
+            )));
+        }
         let (log, sm) = open_store(&config.dir)?;
         let db = sm.db();
         let data = sm.reader();
@@ -252,8 +266,8 @@ impl Node {
                     let (id, done, vote) = (rpc.meta.snapshot_id.clone(), rpc.done, rpc.vote);
                     let reply = self.raft.install_snapshot(rpc).await;
                     // openraft takes a chunk whose vote is at least its own, and answers one
-                    // with a lower (or another leader's, incomparable) vote with its own
-                    // without keeping it: neither does the guard then.
+                    // with a lower vote with its own without keeping it: neither does the
+                    // guard then.
                     let taken = match &reply {
                         Ok(resp) => resp.vote <= vote,
                         Err(_) => false,
@@ -487,6 +501,22 @@ mod tests {
 
     fn config() -> NodeConfig {
         NodeConfig::new(1, "127.0.0.1:0", "/nonexistent")
+    }
+
+    /// Review finding (session 23): `serve --init 1=typo` (the path `LocalCluster` uses too)
+    /// made a membership whose address no peer could dial; it is refused before anything is
+    /// opened.
+    #[tokio::test]
+    async fn an_init_address_that_is_not_host_port_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = NodeConfig::new(1, "127.0.0.1:0", dir.path());
+        let init = BTreeMap::from([(1, "typo".to_string())]);
+        match Node::start(config, init).await {
+            Err(Error::InvalidArgument(_)) => {}
+            Err(e) => panic!("expected InvalidArgument, got {e}"),
+            Ok(_) => panic!("a node started with init address \"typo\""),
+        }
+        assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none());
     }
 
     #[test]

@@ -131,9 +131,20 @@ fn a_long_stop_counts_once() {
             }
         })
     };
-    // Several rounds of waiting (100 ms each) while stopped.
+    // Stopped, then several rounds of waiting (100 ms each).
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while db.stats().write_stops == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the writer never stopped"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     std::thread::sleep(Duration::from_millis(450));
-    assert!(!writer.is_finished(), "the writer never stopped");
+    assert!(
+        !writer.is_finished(),
+        "the writer went on while the flush was held"
+    );
     held.store(false, Ordering::SeqCst);
     writer.join().unwrap();
     let s = db.stats();
