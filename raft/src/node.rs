@@ -146,18 +146,8 @@ impl Node {
     /// the address cannot be bound.
     pub async fn start(config: NodeConfig, init: BTreeMap<NodeId, String>) -> Result<Node, Error> {
         let raft_config = Arc::new(config.raft_config()?);
-        if let Some(bad) = init.values().find(|a| !crate::valid_node_addr(a)) {
-            return Err(Error::InvalidArgument(format!(
-                "init address {bad:?} is not host:port"
-            )));
-        }
-        if !crate::membership_fits(init.values().map(String::as_str)) {
-            return Err(Error::InvalidArgument(format!(
-                "init holds more than {} nodes or an address over {} bytes",
-                crate::MAX_MEMBERS,
-                crate::MAX_NODE_ADDR
-            )));
-        }
+        let members: Vec<&str> = init.values().map(String::as_str).collect();
+        Self::check_members(&members, &members)?;
         let (log, sm) = open_store(&config.dir)?;
         let db = sm.db();
         let data = sm.reader();
@@ -319,14 +309,21 @@ impl Node {
         }
     }
 
-    /// The answer to a membership that [`membership_fits`](crate::membership_fits) refuses.
-    fn membership_too_large() -> ClientReply {
-        ClientReply::Error(format!(
-            "invalid argument: a membership holds at most {} nodes, each address at most {} \
-             bytes",
-            crate::MAX_MEMBERS,
-            crate::MAX_NODE_ADDR
-        ))
+    /// Checks a membership of the addresses `all` whose `new` ones join it:
+    /// [`membership_fits`](crate::membership_fits) must hold, and each new address must be
+    /// `host:port`. Errors: [`Error::InvalidArgument`].
+    fn check_members(all: &[&str], new: &[&str]) -> Result<(), Error> {
+        if !crate::membership_fits(all.iter().copied()) {
+            return Err(Error::InvalidArgument(format!(
+                "a membership holds at most {} nodes, each address at most {} bytes",
+                crate::MAX_MEMBERS,
+                crate::MAX_NODE_ADDR
+            )));
+        }
+        match new.iter().find(|a| !crate::valid_node_addr(a)) {
+            Some(bad) => Err(Error::InvalidArgument(format!("{bad:?} is not host:port"))),
+            None => Ok(()),
+        }
     }
 
     /// Answers one client request. A put or delete that
@@ -344,13 +341,9 @@ impl Node {
             }
             ClientRequest::Status => return ClientReply::Status(self.status()),
             ClientRequest::Init { members } => {
-                if !crate::membership_fits(members.values().map(String::as_str)) {
-                    return Self::membership_too_large();
-                }
-                if let Some(bad) = members.values().find(|a| !crate::valid_node_addr(a)) {
-                    return ClientReply::Error(format!(
-                        "invalid argument: {bad:?} is not host:port"
-                    ));
+                let addrs: Vec<&str> = members.values().map(String::as_str).collect();
+                if let Err(e) = Self::check_members(&addrs, &addrs) {
+                    return ClientReply::Error(e.to_string());
                 }
                 return match self.initialize(members).await {
                     Ok(()) => ClientReply::Done,
@@ -360,14 +353,10 @@ impl Node {
             ClientRequest::AddLearner { id, addr } => {
                 let m = self.raft.metrics().borrow().membership_config.clone();
                 let others = m.membership().nodes().filter(|(n, _)| **n != id);
-                let addrs = others.map(|(_, node)| node.addr.as_str());
-                if !crate::membership_fits(addrs.chain([addr.as_str()])) {
-                    return Self::membership_too_large();
-                }
-                if !crate::valid_node_addr(&addr) {
-                    return ClientReply::Error(format!(
-                        "invalid argument: {addr:?} is not host:port"
-                    ));
+                let mut addrs: Vec<&str> = others.map(|(_, node)| node.addr.as_str()).collect();
+                addrs.push(&addr);
+                if let Err(e) = Self::check_members(&addrs, &[&addr]) {
+                    return ClientReply::Error(e.to_string());
                 }
                 return Self::write_reply(
                     self.raft.add_learner(id, BasicNode { addr }, true).await,

@@ -545,7 +545,7 @@ mod tests {
                 .filter_policy(policy.clone())
                 .filter_memory_limit(limit_bytes);
             let b = bits_per_level(&o, &s);
-            let used: f64 = s.iter().zip(&b).map(|(l, b)| l.keys as f64 * b).sum();
+            let used = allocation::memory_bits(&s, &b);
             assert!(used <= limit_bytes as f64 * 8.0 * 1.001, "{policy:?} {b:?}");
             assert!(b[2] >= allocation::MIN_BITS, "{policy:?} {b:?}");
         }
@@ -572,7 +572,7 @@ mod tests {
                 .filter_policy(policy.clone())
                 .filter_memory_limit(limit_bytes);
             let b = bits_per_level(&o, &s);
-            let used: f64 = s.iter().zip(&b).map(|(l, b)| l.keys as f64 * b).sum();
+            let used = allocation::memory_bits(&s, &b);
             assert!(used <= limit_bytes as f64 * 8.0 * 1.001, "{policy:?} {b:?}");
             // L0 is probed most: it keeps more bits than the deeper levels.
             assert!(b[0] >= b[2] && b[0] > 2.0, "{policy:?} {b:?}");

@@ -194,11 +194,7 @@ impl Core {
                     // failed (writes are stopped): no later edit can be recorded, so a
                     // memtable still queued is not written to a table only to be refused.
                     if self.versions.lock().failure().is_some() {
-                        let mut st = self.state.lock();
-                        while !st.life.shutting_down {
-                            self.bg_cv.wait(&mut st);
-                        }
-                        return;
+                        return self.idle_until_shutdown(self.state.lock());
                     }
                 }
                 Err(Error::Closed) => return,
@@ -222,14 +218,19 @@ impl Core {
                     if matches!(e, Error::Poisoned(_)) || manifest_failed {
                         // The manifest cannot take edits any more: flushing is over until
                         // the database is reopened (the data is safe in the WAL).
-                        while !st.life.shutting_down {
-                            self.bg_cv.wait(&mut st);
-                        }
-                        return;
+                        return self.idle_until_shutdown(st);
                     }
                     self.back_off(&mut st, 20u64 << failures.min(6), |_| false);
                 }
             }
+        }
+    }
+
+    /// Parks a background thread whose work is over until the database is reopened (the
+    /// manifest takes no more edits) until `close` wakes it.
+    fn idle_until_shutdown(&self, mut st: MutexGuard<'_, State>) {
+        while !st.life.shutting_down {
+            self.bg_cv.wait(&mut st);
         }
     }
 

@@ -127,15 +127,7 @@ fn recover_once(
     let mut versions = open_versions(&ctx, &files)?;
 
     // Replay the WALs that the manifest does not cover, oldest first.
-    let log_number = versions.log_number();
-    let mut wals: Vec<u64> = files
-        .iter()
-        .filter_map(|(_, k)| match k {
-            FileKind::Wal(n) if *n >= log_number => Some(*n),
-            _ => None,
-        })
-        .collect();
-    wals.sort_unstable();
+    let wals = wals_to_replay(&files, versions.log_number());
     if !opts.read_only {
         // The WALs may hold bytes a crash left only in the page cache. Make them durable
         // before any of their contents go to a table: otherwise a power loss during this open
@@ -279,7 +271,7 @@ fn recover_once(
         }
     }
     let last_seq = seqs.last;
-    let leftovers = check_orphans(fs.as_ref(), dir, &files, &versions, last_seq)?;
+    let leftovers = check_orphans(fs.as_ref(), dir, &files, &versions, &wals, last_seq)?;
 
     if opts.read_only {
         // Nothing is written: the replayed writes stay in memory.
@@ -334,6 +326,20 @@ fn recover_once(
         last_seq,
         counters: counters.clone(),
     }))
+}
+
+/// The numbers of the WALs in `files` that the manifest does not cover (from `log_number`
+/// on), oldest first.
+fn wals_to_replay(files: &[(String, FileKind)], log_number: u64) -> Vec<u64> {
+    let mut wals: Vec<u64> = files
+        .iter()
+        .filter_map(|(_, k)| match k {
+            FileKind::Wal(n) if *n >= log_number => Some(*n),
+            _ => None,
+        })
+        .collect();
+    wals.sort_unstable();
+    wals
 }
 
 /// The version set the manifest describes, or an empty one for a new database.
@@ -615,8 +621,8 @@ fn flush_part(
 /// evidence of a lost manifest edit: deleting it would lose those writes for good.
 ///
 /// Except a table an earlier open's replay wrote, when that replay never committed: the
-/// manifest still needs every WAL it replayed (its log number is at most the first of them)
-/// and the first and the last of them are still there. Its writes are those WALs' records,
+/// first and the last WAL it replayed are among `wals`, the ones the manifest still needs
+/// (so its log number is at most the first) that are still there. Its writes are those WALs' records,
 /// and any the WALs no longer hold were never durable: the WALs were synced before it was
 /// written, and a sync that returned without making them durable follows a failed one
 /// (`docs/durability.md`, "fsyncgate"), after which no write they carried was acknowledged
@@ -628,17 +634,11 @@ fn check_orphans(
     dir: &Path,
     files: &[(String, FileKind)],
     versions: &VersionSet,
+    wals: &[u64],
     last_seq: SeqNo,
 ) -> Result<Vec<PathBuf>> {
     let mut leftovers = Vec::new();
     let live: HashSet<u64> = versions.current().live_numbers().into_iter().collect();
-    let wals: HashSet<u64> = files
-        .iter()
-        .filter_map(|(_, k)| match k {
-            FileKind::Wal(n) => Some(*n),
-            _ => None,
-        })
-        .collect();
     for (name, kind) in files {
         let FileKind::Table(n) = kind else { continue };
         if live.contains(n) {
@@ -660,7 +660,7 @@ fn check_orphans(
         let range_dels = t.range_dels().filter(|f| !f.is_empty());
         let b = crate::sstable::table_bounds(t.properties(), range_dels.map(|f| &**f));
         if let Some((first, last)) = t.properties().replayed_wals {
-            if versions.log_number() <= first && wals.contains(&first) && wals.contains(&last) {
+            if wals.binary_search(&first).is_ok() && wals.binary_search(&last).is_ok() {
                 if b.max_seq > last_seq {
                     log::warn!(
                         "{}: left by an open's replay of WALs {first}..={last} that never \
@@ -840,7 +840,8 @@ mod tests {
             };
             let versions = VersionSet::from_state(fs.clone(), &env, &st);
             let files = vset::list_files(fs.as_ref(), dir).unwrap();
-            check_orphans(fs.as_ref(), dir, &files, &versions, 1)
+            let wals = wals_to_replay(&files, log_number);
+            check_orphans(fs.as_ref(), dir, &files, &versions, &wals, 1)
         };
         let lost_edit = |r: Result<Vec<PathBuf>>| match r {
             Err(Error::Corruption { file, offset, .. }) => {

@@ -95,19 +95,17 @@ impl TableProperties {
         if self.range_deletions > 0 {
             int(T_RANGE_DELETIONS, self.range_deletions);
         }
-        if let Some((offset, size)) = self.range_del_block {
-            let mut b = Vec::new();
-            put_varint(&mut b, offset);
-            put_varint(&mut b, size);
-            put_varint(&mut out, T_RANGE_DEL_BLOCK);
-            put_bytes(&mut out, &b);
-        }
-        if let Some((first, last)) = self.replayed_wals {
-            let mut b = Vec::new();
-            put_varint(&mut b, first);
-            put_varint(&mut b, last);
-            put_varint(&mut out, T_REPLAYED_WALS);
-            put_bytes(&mut out, &b);
+        // Two varints in one field.
+        let pairs = [
+            (T_RANGE_DEL_BLOCK, self.range_del_block),
+            (T_REPLAYED_WALS, self.replayed_wals),
+        ];
+        for (tag, (a, b)) in pairs.into_iter().filter_map(|(t, v)| Some((t, v?))) {
+            let mut field = Vec::new();
+            put_varint(&mut field, a);
+            put_varint(&mut field, b);
+            put_varint(&mut out, tag);
+            put_bytes(&mut out, &field);
         }
         put_varint(&mut out, T_SMALLEST);
         put_bytes(&mut out, &self.smallest);
