@@ -38,14 +38,16 @@ pub struct NodeConfig {
     /// 1,000.
     pub keep_after_snapshot: u64,
     /// Bytes of snapshot data a leader sends a follower per message. Default 1 MiB; from 1
-    /// byte to 8 MiB (a message encodes each byte in up to four: the frame limit is 64 MiB).
+    /// byte to 8 MiB (a message encodes each byte in up to four: the frame limit is 64 MiB);
+    /// [`Node::start`] fails with [`Error::InvalidArgument`] outside.
     pub snapshot_chunk: usize,
     /// How long a leader waits for a follower to take one message of a snapshot, and for the
     /// last one, to install the whole snapshot (save it, fsync it, load it into its
     /// database). A send that times out is abandoned and later started again from the
     /// beginning, so this must be above the time to install the largest snapshot. Default
     /// 60 s (openraft's default, 200 ms, let no snapshot of a few MiB reach a follower on a
-    /// busy machine); in whole milliseconds, at least 1 ms and at most a day.
+    /// busy machine); in whole milliseconds, at least 1 ms and at most a day
+    /// ([`Node::start`] fails with [`Error::InvalidArgument`] outside).
     pub snapshot_timeout: Duration,
 }
 
