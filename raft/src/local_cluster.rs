@@ -38,7 +38,7 @@ impl LocalCluster {
     /// [`LocalCluster::wait_leader`] before writing.
     ///
     /// Errors: [`Error::Io`] if a process cannot be started, [`Error::Unavailable`] if a node
-    /// does not answer within 20 s.
+    /// does not answer within 20 s or its process exits first (the error names its log).
     pub fn start(
         exe: &Path,
         root: &Path,
@@ -111,8 +111,32 @@ impl LocalCluster {
         Ok(())
     }
 
-    fn wait_answering(&self, id: NodeId, timeout: Duration) -> Result<NodeStatus, Error> {
-        self.wait_status(id, timeout, "answer", |_| true)
+    /// Waits until node `id` answers a status request, or its process exits (a bad flag, a
+    /// port taken meanwhile, a database it cannot open): then at once, not at the deadline.
+    fn wait_answering(&mut self, id: NodeId, timeout: Duration) -> Result<NodeStatus, Error> {
+        let addr = self.node_addr(id)?.to_string();
+        let log = self.root.join(format!("node-{id}.log"));
+        let deadline = crate::deadline_after(timeout);
+        loop {
+            let last = match client::status(&addr) {
+                Ok(s) => return Ok(s),
+                Err(e) => e.to_string(),
+            };
+            let child = self.nodes.get_mut(&id).and_then(|n| n.child.as_mut());
+            if let Some(status) = child.map(Child::try_wait).transpose()?.flatten() {
+                self.nodes.get_mut(&id).expect("looked up above").child = None;
+                return Err(Error::Unavailable(format!(
+                    "node {id} exited ({status}) before it answered; see {}",
+                    log.display()
+                )));
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::Unavailable(format!(
+                    "node {id} did not answer in {timeout:?}; last: {last}"
+                )));
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Starts a new, empty node `id` (not yet a member: add it with
