@@ -32,8 +32,21 @@ struct Handle {
 
 impl Drop for Handle {
     fn drop(&mut self) {
-        if let Err(e) = self.core.close(&self.threads) {
-            log::warn!("{}: error while closing: {e}", self.core.dir().display());
+        // `close` ends even when a user's file system panics in it, and then lets the panic
+        // go on. A drop made while this thread already unwinds must not: a second panic
+        // would abort the process. It is logged instead.
+        let closed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.core.close(&self.threads)
+        }));
+        match closed {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => log::warn!("{}: error while closing: {e}", self.core.dir().display()),
+            Err(payload) if std::thread::panicking() => log::error!(
+                "{}: close panicked while the thread was already panicking: {}",
+                self.core.dir().display(),
+                crate::engine::panic_message(&*payload)
+            ),
+            Err(payload) => std::panic::resume_unwind(payload),
         }
     }
 }

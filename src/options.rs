@@ -436,7 +436,9 @@ impl Options {
     /// If true, opening a directory that already holds a database (a `CURRENT` file) fails
     /// with `InvalidArgument` and changes nothing: the mirror of
     /// [`create_if_missing`](Options::create_if_missing), for code that must start from an
-    /// empty database. Default false. Never an error itself.
+    /// empty database. Both are checked before the directory lock is taken and again once it
+    /// is held (another process may create or destroy the database in between). Default
+    /// false. Never an error itself.
     pub fn error_if_exists(mut self, error: bool) -> Self {
         self.error_if_exists = error;
         self

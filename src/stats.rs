@@ -26,13 +26,17 @@ pub struct Stats {
     pub range_tombstone_checks: u64,
     /// Gets answered "not found" because a range tombstone covers the key.
     pub range_tombstone_covered: u64,
-    /// Tables whose key range held the key, over all gets.
+    /// Tables whose key range held the key, over all gets (not those whose every entry is
+    /// newer than the read: [`TableOutcome::OutOfRange`]).
     pub tables_considered: u64,
-    /// Filter checks (tables considered that have a filter).
+    /// Filter checks (tables considered that have a filter this build can use; a filter of
+    /// an unknown kind is not one: its table is read as if it had none).
     pub filter_probes: u64,
     /// Tables skipped because their filter said "definitely not" (zero I/O).
     pub filter_negatives: u64,
-    /// Filter said "maybe", a data block was read, the table did not hold the key.
+    /// Filter said "maybe" and the table did not hold the key. A data block was read, unless
+    /// the table's index showed the key is past its last entry (a table whose key range a
+    /// range tombstone extends past its last key: see `docs/format.md` §5.7).
     pub filter_false_positives: u64,
     /// Filter said "maybe" and the table held the key: a value or a tombstone, visible to
     /// the read or newer than it (a snapshot's get, [`TableOutcome::NewerOnly`]).
@@ -50,11 +54,14 @@ pub struct Stats {
     pub table_opens: u64,
     /// Table files open now (at most `max_open_files`).
     pub open_files: u64,
-    /// Bytes of keys and values written by users (inserts, removes, batches).
+    /// Bytes of keys and values written by users (inserts, removes, batches), and those of
+    /// the writes an open recovered from the WAL into tables (which `flushes` and
+    /// `bytes_flushed` count), so that [`write_amplification`](Self::write_amplification)
+    /// of a reopened handle relates the tables it wrote to the writes behind them.
     pub user_bytes_written: u64,
-    /// Memtables flushed to L0 tables.
+    /// Memtables flushed to L0 tables, and the L0 tables an open wrote from the WAL.
     pub flushes: u64,
-    /// Bytes of L0 tables written by flushes.
+    /// Bytes of L0 tables written by flushes (an open's replay included).
     pub bytes_flushed: u64,
     /// Compactions run (trivial moves included).
     pub compactions: u64,
@@ -142,7 +149,9 @@ impl Stats {
             .saturating_add(self.block_cache_bytes)
     }
 
-    /// Data blocks read per get.
+    /// Data blocks gets needed per get, whether the block cache or a file supplied them
+    /// ([`data_block_reads`](Self::data_block_reads) over [`gets`](Self::gets)); 0 before any
+    /// get.
     pub fn data_blocks_per_get(&self) -> f64 {
         if self.gets == 0 {
             0.0
@@ -232,9 +241,13 @@ pub enum TableOutcome {
     OutOfRange,
     /// The filter said "definitely not": no I/O.
     FilterNegative,
-    /// The filter said "maybe", a block was read, the key was not there.
+    /// The filter said "maybe" and the key was not there. A block was read, unless the
+    /// table's index showed the key is past its last entry (only where a range tombstone
+    /// extends the table's key range past its last key).
     FalsePositive,
-    /// The table has no filter; a block was read and the key was not there.
+    /// The table has no filter (or one of a kind this build cannot use) and the key was not
+    /// there. A block was read, unless the table's index showed the key is past its last
+    /// entry, as for [`FalsePositive`](Self::FalsePositive).
     NotFound,
     /// The table held a value for the key.
     Found,
@@ -246,7 +259,8 @@ pub enum TableOutcome {
     /// positive.
     NewerOnly,
     /// One of the table's range tombstones covers the key (newer than any version the table
-    /// holds): the key is deleted. A block is read only if the filter said "maybe".
+    /// holds): the key is deleted. A block is read unless the filter said "definitely not"
+    /// or the table's index showed the key is past its last entry.
     RangeDeleted,
 }
 
@@ -270,7 +284,8 @@ pub struct TableVisit {
 /// What one get did, table by table.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReadTrace {
-    /// Memtables searched (the active one and those waiting for flush).
+    /// Memtables the get asked (the active one and those waiting for flush), those whose
+    /// filter ruled the key out without a search included.
     pub memtables_searched: usize,
     /// True if a memtable answered (with a value or a tombstone).
     pub memtable_hit: bool,

@@ -250,7 +250,7 @@ pub fn run(
         }
         "readrandom" | "readmissing" => {
             let present = workload == "readrandom";
-            gets = s.reads;
+            gets = s.reads / s.threads * s.threads;
             let merged = threads(s, |t, lat| {
                 let mut x = s.seed ^ (t << 32) ^ u64::from(present);
                 for _ in 0..s.reads / s.threads {
@@ -282,7 +282,7 @@ pub fn run(
         }
         "readwhilewriting" => {
             // One writer overwrites random keys while the readers read; only reads are timed.
-            gets = s.reads;
+            gets = s.reads / s.threads * s.threads;
             let stop = std::sync::atomic::AtomicBool::new(false);
             let merged = std::thread::scope(|sc| -> Result<Latencies, String> {
                 let writer = sc.spawn(|| -> Result<u64, String> {

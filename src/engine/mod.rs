@@ -314,7 +314,9 @@ impl Core {
 
     /// Stops writes because of `cause` (the first cause wins).
     fn poison(&self, st: &mut State, cause: &Error) {
-        if st.life.poisoned.is_none() {
+        // A write or sync that met `close` taking the WAL: writes are refused as closed
+        // already, and nothing failed (no error to log, no cause to keep).
+        if st.life.poisoned.is_none() && !matches!(cause, Error::Closed) {
             log::error!("{}: refusing further writes: {cause}", self.dir.display());
             st.life.poisoned = Some(cause.clone().into_poison());
         }
@@ -338,7 +340,7 @@ impl Core {
 
 /// The message a panic carried (`panic!` with a literal or a format string), for the error
 /// that stops writes after it.
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     payload
         .downcast_ref::<&str>()
         .map(|s| s.to_string())

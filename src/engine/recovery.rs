@@ -92,36 +92,45 @@ fn recover_once(
         counters,
         shutting_down,
     };
-    let exists = fs.exists(&dir.join(filename::CURRENT));
-    if exists && opts.error_if_exists {
-        return Err(Error::InvalidArgument(format!(
-            "a database already exists in {} and error_if_exists is true",
-            dir.display()
-        )));
-    }
-    if !exists && (opts.read_only || !opts.create_if_missing) {
-        return Err(Error::InvalidArgument(format!(
-            "no database in {}{}",
-            dir.display(),
-            if opts.read_only {
-                " (a read-only open never creates one)"
-            } else {
-                " and create_if_missing is false"
-            }
-        )));
-    }
+    // Whether a database must exist, or must not: checked before the lock (a refused open
+    // touches nothing, not even the lock of a database open elsewhere) and again once it is
+    // held, since another process may have created or destroyed the database in between.
+    let check_exists = || -> Result<()> {
+        let exists = fs.exists(&dir.join(filename::CURRENT));
+        if exists && opts.error_if_exists {
+            return Err(Error::InvalidArgument(format!(
+                "a database already exists in {} and error_if_exists is true",
+                dir.display()
+            )));
+        }
+        if !exists && (opts.read_only || !opts.create_if_missing) {
+            return Err(Error::InvalidArgument(format!(
+                "no database in {}{}",
+                dir.display(),
+                if opts.read_only {
+                    " (a read-only open never creates one)"
+                } else {
+                    " and create_if_missing is false"
+                }
+            )));
+        }
+        Ok(())
+    };
+    check_exists()?;
     let lock = if opts.read_only {
         None
     } else {
         fs.create_dir_all(dir)
             .map_err(|e| io_context("create directory", dir, e))?;
-        Some(fs.lock(&dir.join(filename::LOCK)).map_err(|e| {
+        let lock = fs.lock(&dir.join(filename::LOCK)).map_err(|e| {
             if e.kind() == std::io::ErrorKind::WouldBlock {
                 Error::Locked
             } else {
                 io_context("lock", &dir.join(filename::LOCK), e)
             }
-        })?)
+        })?;
+        check_exists()?;
+        Some(lock)
     };
     let files = vset::list_files(fs.as_ref(), dir)?;
     let mut versions = open_versions(&ctx, &files)?;
@@ -167,6 +176,9 @@ fn recover_once(
     // records after such an end were never synced, and are dropped as a power loss may drop
     // them, unless a sync mark after it proves a later fsync returned (corruption).
     let mut lost_end: Option<LostEnd> = None;
+    // Keys and values of the writes replayed: the user bytes behind the tables that replay
+    // writes (see `flush_recovered`).
+    let mut replayed_user_bytes = 0u64;
     for (i, &n) in wals.iter().enumerate() {
         let path = filename::wal_path(dir, n);
         let mut first_in_file = true;
@@ -211,6 +223,7 @@ fn recover_once(
                 }
                 // The operation slices the record: the memtable counts the bytes it keeps.
                 recovered.count_shared(op.key.len() + op.value.len());
+                replayed_user_bytes += (op.key.len() + op.value.len()) as u64;
                 apply_op(&recovered, op.kind, op.key, op.value, seq, &mut ranges)?;
             }
             apply_range_deletes(&recovered, ranges);
@@ -312,6 +325,10 @@ fn recover_once(
         replayed_wals,
         last_seq,
     )?;
+    // The tables replay wrote count as flushes (`flush_recovered`), and the writes in them
+    // as user bytes, so that `Stats::write_amplification` of a reopened handle stays a ratio
+    // of table bytes to the user bytes behind them.
+    Counters::add(&counters.user_bytes_written, replayed_user_bytes);
     let wal_path = filename::wal_path(dir, new_wal);
     let writer = WalWriter::create(fs.as_ref(), &wal_path, new_wal, opts.log_writes)?;
     fs.sync_dir(dir)

@@ -17,7 +17,7 @@
 use super::{ReadPath, ReadState};
 use crate::batch::check_sizes;
 use crate::error::{Error, Result};
-use crate::filter::hash_key;
+use crate::filter::{hash_key, Filter};
 use crate::key::SeqNo;
 use crate::memtable::Lookup;
 use crate::sstable::{ReadCost, TableLookup};
@@ -264,7 +264,9 @@ fn probe(
         }
         None => 0,
     };
-    match reader.filter() {
+    // A filter of a kind this build does not know is no filter: the table is read, and no
+    // probe or verdict is counted for it.
+    match reader.filter().filter(|f| !matches!(f, Filter::Unknown(_))) {
         Some(f) => {
             g.filter_probes += 1;
             if f.may_contain_hash(w.hash) {

@@ -20,6 +20,8 @@ pub struct HookedFs {
     pub on_sync_dir: Option<Hook>,
     /// Before every `WritableFile::sync` (the WAL's fsyncs, a table's before it is named).
     pub on_sync: Option<Hook>,
+    /// Before every `lock` (an open for writing, a destroy).
+    pub on_lock: Option<Hook>,
 }
 
 impl HookedFs {
@@ -32,6 +34,7 @@ impl HookedFs {
             on_remove: None,
             on_sync_dir: None,
             on_sync: None,
+            on_lock: None,
         }
     }
 }
@@ -85,6 +88,9 @@ impl FileSystem for HookedFs {
         self.inner.sync_file(path)
     }
     fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
+        if let Some(h) = &self.on_lock {
+            h(path);
+        }
         self.inner.lock(path)
     }
     fn exists(&self, path: &Path) -> bool {
@@ -134,11 +140,8 @@ pub fn hold_dir_sync_of(thread: &'static str) -> HeldDirSync {
     let (hook, armed, entered, release) =
         hold_once(move || std::thread::current().name() == Some(thread));
     let fs = HookedFs {
-        inner: siltdb::fs::MemFs::new(),
-        on_open: None,
-        on_remove: None,
         on_sync_dir: Some(hook),
-        on_sync: None,
+        ..HookedFs::new(siltdb::fs::MemFs::new())
     };
     HeldDirSync {
         fs,
@@ -245,13 +248,7 @@ pub fn hold_wal_create_of(thread: &'static str) -> HeldWalCreate {
     });
     HeldWalCreate {
         fs: CreateHookedFs {
-            inner: HookedFs {
-                inner: siltdb::fs::MemFs::new(),
-                on_open: None,
-                on_remove: None,
-                on_sync_dir: None,
-                on_sync: None,
-            },
+            inner: HookedFs::new(siltdb::fs::MemFs::new()),
             on_create,
         },
         armed,
@@ -273,11 +270,8 @@ pub fn hold_sync_of_a(ext: &'static str) -> HeldDirSync {
     });
     HeldDirSync {
         fs: HookedFs {
-            inner: siltdb::fs::MemFs::new(),
-            on_open: None,
-            on_remove: None,
-            on_sync_dir: None,
             on_sync: Some(on_sync),
+            ..HookedFs::new(siltdb::fs::MemFs::new())
         },
         armed,
         entered,

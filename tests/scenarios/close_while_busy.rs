@@ -233,6 +233,38 @@ fn a_panic_inside_close_ends_the_close_instead_of_hanging_the_drop() {
     // A user's file system panics in the final WAL sync. The panic reaches the caller of
     // `close`; the close still ends (it hung: the drop of the handle while the panic unwound
     // called `close` again, which waited for the first to finish) and lets go of the lock.
+    let (db, inner, armed) = open_with_a_sync_that_panics();
+    armed.store(true, Ordering::SeqCst);
+    close_panics_then_ends(db);
+    armed.store(false, Ordering::SeqCst);
+    reopens_with_the_key(&inner);
+}
+
+/// Review finding (session 24): the drop of the last handle on a thread that was already
+/// unwinding a panic let the panic of its `close` (a user's file system panicking in the
+/// final WAL sync) escape the drop: a panic while panicking, which aborts the process, this
+/// test binary with it. The drop now logs it, and the thread's own panic goes on.
+#[test]
+fn a_panic_inside_close_while_the_thread_unwinds_does_not_abort() {
+    let (db, inner, armed) = open_with_a_sync_that_panics();
+    armed.store(true, Ordering::SeqCst);
+    let joined = std::thread::spawn(move || {
+        let _db = db;
+        panic!("the application panics");
+    })
+    .join();
+    let payload = joined.expect_err("the thread panicked");
+    assert_eq!(
+        payload.downcast_ref::<&str>(),
+        Some(&"the application panics")
+    );
+    armed.store(false, Ordering::SeqCst);
+    reopens_with_the_key(&inner);
+}
+
+/// A database on a `MemFs` (returned too) holding "key", whose file system panics in every
+/// fsync of a file being written once the returned flag is set.
+fn open_with_a_sync_that_panics() -> (Db, MemFs, Arc<std::sync::atomic::AtomicBool>) {
     let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let inner = MemFs::new();
     let fs = HookedFs {
@@ -251,10 +283,7 @@ fn a_panic_inside_close_ends_the_close_instead_of_hanging_the_drop() {
         .file_system(Arc::new(fs) as Arc<dyn FileSystem>);
     let db = Db::open_with(Path::new("/db"), opts).unwrap();
     db.insert("key", "value").unwrap();
-    armed.store(true, Ordering::SeqCst);
-    close_panics_then_ends(db);
-    armed.store(false, Ordering::SeqCst);
-    reopens_with_the_key(&inner);
+    (db, inner, armed)
 }
 
 /// Closes `db` (a close that panics) on a thread, then closes it again and drops it: the

@@ -39,7 +39,8 @@ fn absent_keys_in_range_are_probed_in_every_table() {
         4000
     );
     assert_eq!(d(|s| s.filter_true_positives), 0);
-    // Each false positive costs exactly one block read; negatives cost none.
+    // Each false positive costs exactly one block read here (every key probed is inside its
+    // tables' point keys); negatives cost none.
     assert_eq!(d(|s| s.data_block_reads), d(|s| s.filter_false_positives));
     assert!(
         d(|s| s.filter_false_positives) < 200,
@@ -111,4 +112,33 @@ fn out_of_range_tables_cost_nothing_and_traces_say_why() {
     let (v, trace) = db.get_traced("k0003").unwrap();
     assert_eq!(v.as_deref(), Some(&b"mem"[..]));
     assert!(trace.memtable_hit && trace.tables.is_empty());
+}
+
+/// A range tombstone can extend a table's key range past its last entry: a key there is
+/// considered, and the index shows it is past the last entry, so the outcome (`NotFound`
+/// without a filter) costs no block, as `TableOutcome` documents.
+#[test]
+fn a_key_past_the_last_entry_of_a_table_widened_by_a_range_delete_costs_no_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open_with(
+        dir.path(),
+        Options::default()
+            .bloom_bits_per_key(0.0)
+            .auto_compaction(false),
+    )
+    .unwrap();
+    db.insert("a", "v").unwrap();
+    db.remove_range("b".."d").unwrap();
+    db.flush().unwrap();
+    let (v, trace) = db.get_traced("c5").unwrap();
+    assert_eq!(v, None);
+    assert_eq!(trace.tables.len(), 1);
+    assert_eq!(trace.tables[0].outcome, TableOutcome::RangeDeleted);
+    // "d" is the tombstone's exclusive end, inside the table's range but past its last entry.
+    let (v, trace) = db.get_traced("d").unwrap();
+    assert_eq!(v, None);
+    assert_eq!(trace.tables.len(), 1);
+    assert_eq!(trace.tables[0].outcome, TableOutcome::NotFound);
+    assert_eq!(trace.tables[0].block_reads, 0);
+    assert_eq!(trace.data_block_reads, 0);
 }

@@ -9,8 +9,8 @@ use crate::common;
 use common::{mask_crc, small_options};
 use siltdb::inspect::filter::{Filter, KIND_BINARY_FUSE, KIND_RIBBON, TRAILER_LEN};
 use siltdb::inspect::table::TableReader;
-use siltdb::{Db, FilterPolicy, LevelFilter, Options};
-use std::collections::BTreeMap;
+use siltdb::{Db, FilterPolicy, LevelFilter, Options, TableOutcome};
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
 fn key(i: u64) -> Vec<u8> {
@@ -44,6 +44,41 @@ fn absent_key_block_reads(db: &Db) -> u64 {
         assert_eq!(db.get(&absent).unwrap(), None);
     }
     db.stats().data_block_reads - before
+}
+
+/// A table whose filter is of an unknown kind is read as one without a filter: absent keys
+/// there are `NotFound`, never a filter verdict, and `filter_probes` counts only the tables
+/// with a usable filter.
+fn unknown_filters_count_as_none(db: &Db) {
+    let unknown: HashSet<u64> = db
+        .tables()
+        .into_iter()
+        .filter(|t| t.filter_kind == "unknown")
+        .map(|t| t.table_id)
+        .collect();
+    let probes_before = db.stats().filter_probes;
+    let (mut probed, mut unknown_reads) = (0, 0);
+    for i in 0..2000u64 {
+        let absent = format!("key{:08}-", i * 500).into_bytes();
+        let (v, trace) = db.get_traced(&absent).unwrap();
+        assert_eq!(v, None);
+        for t in &trace.tables {
+            if t.outcome == TableOutcome::OutOfRange {
+                continue;
+            }
+            if unknown.contains(&t.table_id) {
+                assert_eq!(t.outcome, TableOutcome::NotFound, "{t:?}");
+                unknown_reads += 1;
+            } else if matches!(
+                t.outcome,
+                TableOutcome::FilterNegative | TableOutcome::FalsePositive
+            ) {
+                probed += 1;
+            }
+        }
+    }
+    assert!(unknown_reads > 0);
+    assert_eq!(db.stats().filter_probes - probes_before, probed);
 }
 
 fn kinds(db: &Db) -> Vec<String> {
@@ -145,6 +180,7 @@ fn bloom_and_fuse_tables_answer_alike_and_unknown_kinds_lose_only_filtering() {
     let db = Db::open_with(dir.path(), small_options().auto_compaction(false)).unwrap();
     assert!(kinds(&db).contains(&"unknown".to_string()));
     check(&db, &model);
+    unknown_filters_count_as_none(&db);
     let unfiltered = absent_key_block_reads(&db);
     assert!(
         unfiltered > filtered,

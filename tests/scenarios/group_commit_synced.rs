@@ -22,6 +22,7 @@ fn slow_sync_fs(mem: &MemFs) -> HookedFs {
         on_sync: Some(Arc::new(|_: &Path| {
             std::thread::sleep(Duration::from_millis(4))
         })),
+        on_lock: None,
     }
 }
 
