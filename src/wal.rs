@@ -443,7 +443,7 @@ impl WalWriter {
     }
 
     /// The earlier failure every later append and fsync returns, if there was one.
-    fn check_not_failed(&self) -> Result<()> {
+    pub(crate) fn check_not_failed(&self) -> Result<()> {
         self.failed.clone().map_or(Ok(()), Err)
     }
 

@@ -223,6 +223,53 @@ fn every_odd_operation_fails_once() {
     every_operation_fails_once(1, 2);
 }
 
+/// Review finding (session 24): a sync mark that failed after a successful `Db::sync` is
+/// latched in its WAL, and the WAL's next append stops writes. When the memtable was due, the
+/// next write rotated first: the failed WAL went to the seal thread and writes went on to the
+/// new WAL until its seal met the failure. The rotation now stops writes itself.
+#[test]
+fn a_sync_mark_that_fails_before_a_rotation_stops_writes_at_the_rotation() {
+    let fs = MemFs::new();
+    let dir = Path::new("/db");
+    let opts = || {
+        Options::default()
+            .file_system(Arc::new(fs.clone()) as Arc<dyn FileSystem>)
+            .auto_compaction(false)
+            .memtable_size(4096)
+    };
+    let db = Db::open_with(dir, opts()).unwrap();
+    // One write larger than the memtable: it is due, and the next write rotates first.
+    db.insert("big", vec![b'v'; 8192]).unwrap();
+    let mut wals: Vec<String> = fs
+        .list(dir)
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.ends_with(".wal"))
+        .collect();
+    wals.sort();
+    // The sync succeeds; the mark appended after it, the next write to the live WAL, fails.
+    fs.set_fault(Some(FaultPlan {
+        index: 0,
+        kinds: vec![siltdb::fs::OpKind::Write],
+        persistent: false,
+        path_contains: Some(wals.last().unwrap().clone()),
+    }));
+    db.sync().unwrap();
+    assert_eq!(fs.faults_injected(), 1);
+    fs.set_fault(None);
+    let after = db.insert("after", "v");
+    assert!(matches!(after, Err(siltdb::Error::Io(_))), "{after:?}");
+    let later = db.insert("later", "v");
+    assert!(
+        matches!(later, Err(siltdb::Error::Poisoned(_))),
+        "{later:?}"
+    );
+    drop(db);
+    let db = Db::open_with(dir, opts()).unwrap();
+    assert_eq!(db.get("big").unwrap().map(|v| v.len()), Some(8192));
+    assert_eq!(db.get("after").unwrap(), None);
+}
+
 #[test]
 fn a_sync_mark_that_fails_when_a_wal_is_sealed_stops_writes() {
     let fs = MemFs::new();

@@ -670,6 +670,12 @@ impl Core {
             // A WAL numbered past the limit would be ignored by the next open as a foreign
             // file, losing its writes: refuse to start one.
             filename::check_new_number(&self.dir, number)?;
+            // A WAL whose last append failed (a sync mark after a successful fsync: see
+            // `WalWriter::mark`) stops writes now, as its next append would, rather than
+            // once the seal thread meets the failure while the new WAL takes writes (D7).
+            if let Some(w) = self.wal.lock().as_ref() {
+                w.check_not_failed()?;
+            }
             let mut new_wal =
                 WalWriter::create(self.fs.as_ref(), &path, number, self.opts.log_writes)?;
             // Its first space is allocated in the background meanwhile.

@@ -376,12 +376,13 @@ fn allocate(file: &File, offset: u64, len: u64, zero: bool) -> io::Result<()> {
     let too_big = || io::Error::new(io::ErrorKind::InvalidInput, "file offset too large");
     let offset = libc::off_t::try_from(offset).map_err(|_| too_big())?;
     let len = libc::off_t::try_from(len).map_err(|_| too_big())?;
-    // SAFETY: a plain system call on a descriptor this struct owns; no memory is passed.
-    #[allow(unsafe_code)]
-    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), offset, len) };
-    if rc != 0 {
-        return Err(io::Error::from_raw_os_error(rc));
-    }
+    retry_interrupted(|| {
+        // SAFETY: a plain system call on a descriptor this struct owns; no memory is passed.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::posix_fallocate(file.as_raw_fd(), offset, len)
+        }
+    })?;
     if !zero {
         return Ok(());
     }
@@ -393,6 +394,20 @@ fn allocate(file: &File, offset: u64, len: u64, zero: bool) -> io::Result<()> {
         at += n as u64;
     }
     Ok(())
+}
+
+/// Runs `call` (which returns 0 or an error number, as `posix_fallocate` does) again for as
+/// long as it reports `EINTR`. tmpfs's fallocate gives up with `EINTR` when any signal is
+/// pending (a profiler's timer, a child's exit), with no `SA_RESTART`, and glibc passes it on:
+/// taken as a failure, one such signal stopped writes until a reopen.
+fn retry_interrupted(mut call: impl FnMut() -> libc::c_int) -> io::Result<()> {
+    loop {
+        match call() {
+            0 => return Ok(()),
+            libc::EINTR => continue,
+            rc => return Err(io::Error::from_raw_os_error(rc)),
+        }
+    }
 }
 
 /// True if `file` lies on a file system where a log may be written through a map: one whose
@@ -508,6 +523,25 @@ impl Drop for MappedLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Review finding (session 24): an `EINTR` from `posix_fallocate` (tmpfs, with a signal
+    /// pending) failed the append that needed the window, and so stopped writes. It is retried;
+    /// any other error is still returned.
+    #[test]
+    fn an_interrupted_fallocate_is_retried_and_other_errors_are_not() {
+        let mut answers = vec![0, libc::EINTR, libc::EINTR];
+        let mut calls = 0;
+        retry_interrupted(|| {
+            calls += 1;
+            answers.pop().unwrap()
+        })
+        .unwrap();
+        assert_eq!(calls, 3);
+        let mut answers = vec![libc::EINTR, libc::ENOSPC, libc::EINTR];
+        let e = retry_interrupted(|| answers.pop().unwrap()).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOSPC));
+        assert_eq!(answers, vec![libc::EINTR]);
+    }
 
     /// A new log `log` in a temporary directory (kept alive by the returned guard).
     fn fresh(name: &str) -> (tempfile::TempDir, std::path::PathBuf, MappedLog) {
