@@ -44,7 +44,8 @@ pub struct Stats {
     /// Data blocks gets needed, whether the block cache or a file supplied them.
     pub data_block_reads: u64,
     /// Bytes gets read from table files (block contents and trailers); blocks the cache
-    /// supplied count nothing here.
+    /// supplied count nothing here. A get that had to open a table (one whose open failed
+    /// when the database opened) also counts the footer and blocks that open read.
     pub bytes_read: u64,
     /// Data blocks gets found in the block cache.
     pub block_cache_hits: u64,

@@ -61,8 +61,13 @@ enum Probe {
     Covered,
     /// The table may hold the key: read it. `filtered` if a filter said "maybe"; `covered`
     /// is the sequence number of the table's newest visible tombstone over the key (0: none),
-    /// which a version found must be newer than.
-    Read { filtered: bool, covered: SeqNo },
+    /// which a version found must be newer than. `open_bytes`: what the get read to open
+    /// the table (0 if it was open).
+    Read {
+        filtered: bool,
+        covered: SeqNo,
+        open_bytes: u64,
+    },
 }
 
 impl ReadPath {
@@ -188,15 +193,19 @@ fn ask(
     mut trace: Option<&mut ReadTrace>,
 ) -> Result<Option<Option<Bytes>>> {
     let t = &pinned.state().version.levels[level][i];
-    let (filtered, covered) = match probe(t, level, w, g, trace.as_deref_mut())? {
+    let read = match probe(t, level, w, g, trace.as_deref_mut())? {
         Probe::Skip => return Ok(None),
         Probe::Covered => return Ok(Some(None)),
-        Probe::Read { filtered, covered } => (filtered, covered),
-    };
-    let read = Read {
-        level,
-        filtered,
-        covered,
+        Probe::Read {
+            filtered,
+            covered,
+            open_bytes,
+        } => Read {
+            level,
+            filtered,
+            covered,
+            open_bytes,
+        },
     };
     // A block in the cache is read under the guard: no file, no shared reference count.
     let mut cost = ReadCost::default();
@@ -215,6 +224,8 @@ struct Read {
     level: usize,
     filtered: bool,
     covered: SeqNo,
+    /// Bytes the get read to open the table (counted already; the trace's visit shows them).
+    open_bytes: u64,
 }
 
 fn visit(
@@ -256,7 +267,13 @@ fn probe(
         return Ok(Probe::Skip);
     }
     g.tables_considered += 1;
-    let reader = t.reader()?;
+    // A table whose open failed when the database opened is opened here: the get read it.
+    let (reader, open_bytes) = t.reader_opening()?;
+    g.bytes_read += open_bytes;
+    let opening = ReadCost {
+        bytes: open_bytes,
+        ..ReadCost::default()
+    };
     let covered = match reader.range_dels() {
         Some(rd) => {
             g.range_tombstone_checks += 1;
@@ -273,6 +290,7 @@ fn probe(
                 Ok(Probe::Read {
                     filtered: true,
                     covered,
+                    open_bytes,
                 })
             } else {
                 g.filter_negatives += 1;
@@ -282,7 +300,7 @@ fn probe(
                 } else {
                     TableOutcome::FilterNegative
                 };
-                visit(trace, t, level, outcome, ReadCost::default());
+                visit(trace, t, level, outcome, opening);
                 Ok(if covered > 0 {
                     Probe::Covered
                 } else {
@@ -293,6 +311,7 @@ fn probe(
         None => Ok(Probe::Read {
             filtered: false,
             covered,
+            open_bytes,
         }),
     }
 }
@@ -325,6 +344,7 @@ fn answer(
         level,
         filtered,
         covered,
+        open_bytes,
     } = read;
     g.data_block_reads += cost.blocks;
     g.bytes_read += cost.bytes;
@@ -345,6 +365,10 @@ fn answer(
         _ => (TableOutcome::RangeDeleted, Some(None)),
     };
     g.range_covered |= outcome == TableOutcome::RangeDeleted;
+    let cost = ReadCost {
+        bytes: cost.bytes + open_bytes,
+        ..cost
+    };
     visit(trace, t, level, outcome, cost);
     Ok(result)
 }

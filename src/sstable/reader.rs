@@ -207,6 +207,9 @@ pub struct TableReader {
     properties: TableProperties,
     /// The range tombstones; `None` for a table without any (every get checks this first).
     range_dels: Option<Arc<Fragments>>,
+    /// Bytes the open read: the footer, and the properties, index, filter and range-deletion
+    /// blocks with their trailers.
+    open_bytes: u64,
 }
 
 impl TableReader {
@@ -275,6 +278,7 @@ impl TableReader {
             filter: None,
             properties: TableProperties::default(),
             range_dels: None,
+            open_bytes: 0,
         };
         let mut cost = ReadCost::default();
         let props_raw = reader.read_block(footer.properties, BlockKind::Properties, &mut cost)?;
@@ -337,6 +341,7 @@ impl TableReader {
             reader.filter = Some(f);
         }
         reader.range_dels = reader.read_range_dels(&mut cost)?;
+        reader.open_bytes = FOOTER_LEN as u64 + cost.bytes;
         // After every block was read within bounds: how they fit together.
         reader.check_layout()?;
         reader.check_index_against_properties()?;
@@ -853,6 +858,11 @@ impl TableReader {
             Some((u, tr)) if u == user_key && key::trailer_kind(tr).is_some() => TableLookup::Newer,
             _ => TableLookup::Absent,
         }
+    }
+
+    /// Bytes the open of this table read (its footer and the blocks it keeps in memory).
+    pub(crate) fn open_bytes(&self) -> u64 {
+        self.open_bytes
     }
 
     /// The table's range tombstones; `None` if it has none.

@@ -113,15 +113,22 @@ impl TableHandle {
 
     /// The open reader, or the error that keeps it from opening.
     pub(crate) fn reader(&self) -> Result<&Arc<TableReader>> {
+        self.reader_opening().map(|(t, _)| t)
+    }
+
+    /// [`reader`](Self::reader), and the bytes this call read to open the table: 0 unless
+    /// the table was not open yet (its open at the database's open failed) and this call
+    /// opened it, which a get counts as its own read.
+    pub(crate) fn reader_opening(&self) -> Result<(&Arc<TableReader>, u64)> {
         if let Some(t) = self.table.get() {
-            return Ok(t);
+            return Ok((t, 0));
         }
         let mut broken = self.broken.lock();
         if let Some(e) = &*broken {
             return Err(e.clone());
         }
         if let Some(t) = self.table.get() {
-            return Ok(t);
+            return Ok((t, 0));
         }
         // A closed handle's statistics and sizes still ask for its tables: one never opened
         // stays unopened (no descriptor of a file another handle may delete, no "missing"
@@ -134,7 +141,10 @@ impl TableHandle {
             Ok(t)
         });
         match opened {
-            Ok(t) => Ok(self.table.get_or_init(|| Arc::new(t))),
+            Ok(t) => {
+                let bytes = t.open_bytes();
+                Ok((self.table.get_or_init(|| Arc::new(t)), bytes))
+            }
             // A read-only handle's writer may delete a table after the handle read the
             // manifest: a missing table is then an I/O error, not corruption.
             Err(Error::Io(e))

@@ -12,6 +12,11 @@ use std::sync::Arc;
 /// Called with the path before the operation runs.
 pub type Hook = Arc<dyn Fn(&Path) + Send + Sync>;
 
+/// Opens a file in the test's own way (to fail opens, or wrap the file), given the path and
+/// the `MemFs` underneath.
+pub type OpenWith =
+    Arc<dyn Fn(&Path, &MemFs) -> io::Result<Arc<dyn RandomAccessFile>> + Send + Sync>;
+
 #[derive(Clone)]
 pub struct HookedFs {
     pub inner: MemFs,
@@ -22,6 +27,8 @@ pub struct HookedFs {
     pub on_sync: Option<Hook>,
     /// Before every `lock` (an open for writing, a destroy).
     pub on_lock: Option<Hook>,
+    /// Instead of `MemFs::open` (after `on_open`).
+    pub open_with: Option<OpenWith>,
 }
 
 impl HookedFs {
@@ -35,6 +42,7 @@ impl HookedFs {
             on_sync_dir: None,
             on_sync: None,
             on_lock: None,
+            open_with: None,
         }
     }
 }
@@ -61,7 +69,10 @@ impl FileSystem for HookedFs {
         if let Some(h) = &self.on_open {
             h(path);
         }
-        self.inner.open(path)
+        match &self.open_with {
+            Some(open) => open(path, &self.inner),
+            None => self.inner.open(path),
+        }
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         self.inner.rename(from, to)

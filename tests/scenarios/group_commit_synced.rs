@@ -23,6 +23,7 @@ fn slow_sync_fs(mem: &MemFs) -> HookedFs {
             std::thread::sleep(Duration::from_millis(4))
         })),
         on_lock: None,
+        open_with: None,
     }
 }
 

@@ -75,6 +75,7 @@ mod sequential_load_moves_tables;
 mod snapshot_isolation;
 mod snapshot_read_counters;
 mod table_cache_many_tables;
+mod table_opened_by_a_get;
 mod torn_wal_tail;
 mod wait_for_compactions_after_last_flush;
 mod wal_mapped_tail;
