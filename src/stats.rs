@@ -16,7 +16,8 @@ pub struct Stats {
     pub memtable_filter_negatives: u64,
     /// Memtables whose filter said "maybe" that did not hold the key. A memtable that held
     /// only versions newer than the read (a snapshot's get) is not counted: its filter was
-    /// right.
+    /// right. (A get racing the insert of a newer version of its key can count one here:
+    /// the insert sets the filter's bits before it links the entry the get's search passes.)
     pub memtable_filter_false_positives: u64,
     /// Bytes of the memtables' filters now (active and sealed memtables).
     pub memtable_filter_bytes: u64,
@@ -32,7 +33,8 @@ pub struct Stats {
     /// Filter checks (tables considered that have a filter this build can use; a filter of
     /// an unknown kind is not one: its table is read as if it had none).
     pub filter_probes: u64,
-    /// Tables skipped because their filter said "definitely not" (zero I/O).
+    /// Tables skipped because their filter said "definitely not" (no block read; see
+    /// [`bytes_read`](Self::bytes_read) for a table a get had to open first).
     pub filter_negatives: u64,
     /// Filter said "maybe" and the table did not hold the key. A data block was read, unless
     /// the table's index showed the key is past its last entry (a table whose key range a
@@ -240,7 +242,8 @@ pub enum TableOutcome {
     /// after the read (its smallest sequence number is above the read's: a snapshot's get):
     /// skipped with no I/O, not counted as considered.
     OutOfRange,
-    /// The filter said "definitely not": no I/O.
+    /// The filter said "definitely not": no block read (the visit's `bytes_read` is 0 unless
+    /// the get had to open the table first: see [`TableVisit::bytes_read`]).
     FilterNegative,
     /// The filter said "maybe" and the key was not there. A block was read, unless the
     /// table's index showed the key is past its last entry (only where a range tombstone
@@ -278,7 +281,9 @@ pub struct TableVisit {
     pub block_reads: u64,
     /// Of those, blocks the block cache supplied (no file read).
     pub block_cache_hits: u64,
-    /// Bytes read from this table's file.
+    /// Bytes read from this table's file: the block, if one was read from the file, and, when
+    /// this get opened the table (its open failed when the database opened), the footer and
+    /// blocks that open read.
     pub bytes_read: u64,
 }
 

@@ -10,6 +10,7 @@
 mod common;
 
 use common::history::{self, judge, State, Verdict};
+use common::hooked_fs::{hold_wal_create_of, HeldWalCreate};
 use siltdb::fs::{FaultPlan, FileSystem, MemFs};
 use siltdb::{Db, Options};
 use std::path::Path;
@@ -268,6 +269,60 @@ fn a_sync_mark_that_fails_before_a_rotation_stops_writes_at_the_rotation() {
     let db = Db::open_with(dir, opts()).unwrap();
     assert_eq!(db.get("big").unwrap().map(|v| v.len()), Some(8192));
     assert_eq!(db.get("after").unwrap(), None);
+}
+
+/// The same, with the sync's mark failing while the rotation creates the next WAL (without
+/// the state lock or the WAL's lock held): the rotation checks the old WAL under the lock it
+/// swaps it with (review, session 24: a check before the creation let this through).
+#[test]
+fn a_sync_mark_that_fails_while_a_rotation_creates_its_wal_stops_writes_at_the_rotation() {
+    let HeldWalCreate {
+        fs,
+        armed,
+        entered,
+        release,
+    } = hold_wal_create_of("writer");
+    let mem = fs.inner.inner.clone();
+    let dir = Path::new("/db");
+    let opts = Options::default()
+        .file_system(Arc::new(fs) as Arc<dyn FileSystem>)
+        .auto_compaction(false)
+        .memtable_size(4096);
+    let db = Arc::new(Db::open_with(dir, opts).unwrap());
+    db.insert("big", vec![b'v'; 8192]).unwrap();
+    let wal = mem
+        .list(dir)
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.ends_with(".wal"))
+        .max()
+        .unwrap();
+    armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    let w = db.clone();
+    let writer = std::thread::Builder::new()
+        .name("writer".into())
+        .spawn(move || w.insert("after", "v"))
+        .unwrap();
+    entered
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the write's rotation creates the next WAL");
+    mem.set_fault(Some(FaultPlan {
+        index: 0,
+        kinds: vec![siltdb::fs::OpKind::Write],
+        persistent: false,
+        path_contains: Some(wal),
+    }));
+    db.sync().unwrap();
+    assert_eq!(mem.faults_injected(), 1);
+    mem.set_fault(None);
+    release.send(()).unwrap();
+    let after = writer.join().unwrap();
+    assert!(matches!(after, Err(siltdb::Error::Io(_))), "{after:?}");
+    let later = db.insert("later", "v");
+    assert!(
+        matches!(later, Err(siltdb::Error::Poisoned(_))),
+        "{later:?}"
+    );
 }
 
 #[test]

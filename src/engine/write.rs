@@ -670,12 +670,6 @@ impl Core {
             // A WAL numbered past the limit would be ignored by the next open as a foreign
             // file, losing its writes: refuse to start one.
             filename::check_new_number(&self.dir, number)?;
-            // A WAL whose last append failed (a sync mark after a successful fsync: see
-            // `WalWriter::mark`) stops writes now, as its next append would, rather than
-            // once the seal thread meets the failure while the new WAL takes writes (D7).
-            if let Some(w) = self.wal.lock().as_ref() {
-                w.check_not_failed()?;
-            }
             let mut new_wal =
                 WalWriter::create(self.fs.as_ref(), &path, number, self.opts.log_writes)?;
             // Its first space is allocated in the background meanwhile.
@@ -683,6 +677,12 @@ impl Core {
             let mut wal = self.wal.lock();
             // `close` took the WAL while the lock was released: nothing more is written.
             let old = wal.as_mut().ok_or(Error::Closed)?;
+            // A WAL whose last append failed (a sync mark after a successful fsync, perhaps
+            // a `Db::sync`'s while the new WAL was being created: see `WalWriter::mark`)
+            // stops writes now, as its next append would, rather than once the seal thread
+            // meets the failure while the new WAL takes writes (D7). Checked under the lock
+            // of the swap, so that no sync can fail in between.
+            old.check_not_failed()?;
             if inline {
                 // Seal the old WAL so that a power loss keeps a prefix of the history: the
                 // new WAL may be synced later while the old one is not.

@@ -377,6 +377,9 @@ fn allocate(file: &File, offset: u64, len: u64, zero: bool) -> io::Result<()> {
     let offset = libc::off_t::try_from(offset).map_err(|_| too_big())?;
     let len = libc::off_t::try_from(len).map_err(|_| too_big())?;
     retry_interrupted(|| {
+        if interrupted_for_a_test() {
+            return libc::EINTR;
+        }
         // SAFETY: a plain system call on a descriptor this struct owns; no memory is passed.
         #[allow(unsafe_code)]
         unsafe {
@@ -394,6 +397,26 @@ fn allocate(file: &File, offset: u64, len: u64, zero: bool) -> io::Result<()> {
         at += n as u64;
     }
     Ok(())
+}
+
+#[cfg(test)]
+thread_local! {
+    /// How many of this thread's next `posix_fallocate` calls fail with `EINTR` (tests).
+    static INTERRUPT_FALLOCATES: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// True if a test asked this thread's next `posix_fallocate` to fail with `EINTR`.
+fn interrupted_for_a_test() -> bool {
+    #[cfg(test)]
+    {
+        INTERRUPT_FALLOCATES.with(|c| {
+            let n = c.get();
+            c.set(n.saturating_sub(1));
+            n > 0
+        })
+    }
+    #[cfg(not(test))]
+    false
 }
 
 /// Runs `call` (which returns 0 or an error number, as `posix_fallocate` does) again for as
@@ -527,6 +550,16 @@ mod tests {
     /// Review finding (session 24): an `EINTR` from `posix_fallocate` (tmpfs, with a signal
     /// pending) failed the append that needed the window, and so stopped writes. It is retried;
     /// any other error is still returned.
+    #[test]
+    fn an_allocation_whose_fallocate_is_interrupted_succeeds() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = create_file(&dir.path().join("log")).unwrap();
+        INTERRUPT_FALLOCATES.with(|c| c.set(3));
+        allocate(&file, 0, 8192, false).unwrap();
+        assert_eq!(INTERRUPT_FALLOCATES.with(|c| c.get()), 0);
+        assert_eq!(file.metadata().unwrap().len(), 8192);
+    }
+
     #[test]
     fn an_interrupted_fallocate_is_retried_and_other_errors_are_not() {
         let mut answers = vec![0, libc::EINTR, libc::EINTR];

@@ -7,7 +7,7 @@ use crate::common;
 
 use common::hooked_fs::HookedFs;
 use siltdb::fs::{FileSystem, MemFs, RandomAccessFile};
-use siltdb::{Db, Options};
+use siltdb::{Db, Options, TableOutcome};
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -54,8 +54,9 @@ fn counting_fs(fail_tables: &Arc<AtomicBool>, table_bytes: &Arc<AtomicU64>) -> H
     }
 }
 
-#[test]
-fn a_get_that_opens_a_table_counts_the_open_reads() {
+/// A database of one table of keys `k0000` .. `k0999`, reopened while its table cannot be
+/// opened, and the count of bytes read from tables since.
+fn reopened_with_its_table_closed() -> (Db, Arc<AtomicU64>) {
     let (fail_tables, table_bytes) = (Arc::new(AtomicBool::new(false)), Arc::default());
     let fs = counting_fs(&fail_tables, &table_bytes);
     let opts = || {
@@ -74,6 +75,12 @@ fn a_get_that_opens_a_table_counts_the_open_reads() {
     fail_tables.store(true, Ordering::SeqCst);
     let db = Db::open_with("/db", opts()).unwrap();
     fail_tables.store(false, Ordering::SeqCst);
+    (db, table_bytes)
+}
+
+#[test]
+fn a_get_that_opens_a_table_counts_the_open_reads() {
+    let (db, table_bytes) = reopened_with_its_table_closed();
     // (No `stats` first: it would open the table.)
     let fs_before = table_bytes.load(Ordering::SeqCst);
     let (v, trace) = db.get_traced("k0500").unwrap();
@@ -94,4 +101,35 @@ fn a_get_that_opens_a_table_counts_the_open_reads() {
         table_bytes.load(Ordering::SeqCst) - fs_before
     );
     assert!(trace.bytes_read < served);
+}
+
+/// The same for a get of an absent key that the table's filter rules out: no block read, but
+/// the open's reads counted (and the same for a false positive, which adds its block).
+#[test]
+fn a_get_that_opens_a_table_its_filter_rules_out_counts_the_open_reads() {
+    let (db, table_bytes) = reopened_with_its_table_closed();
+    let fs_before = table_bytes.load(Ordering::SeqCst);
+    let (v, trace) = db.get_traced("k0500x").unwrap();
+    assert_eq!(v, None);
+    let served = table_bytes.load(Ordering::SeqCst) - fs_before;
+    assert_eq!(trace.tables.len(), 1);
+    let t = trace.tables[0];
+    assert!(
+        matches!(
+            t.outcome,
+            TableOutcome::FilterNegative | TableOutcome::FalsePositive
+        ),
+        "{t:?}"
+    );
+    assert!(served > 0);
+    assert_eq!((t.bytes_read, trace.bytes_read), (served, served));
+    assert_eq!(db.stats().bytes_read, served);
+    // Open now: another absent key costs what its filter says, no more.
+    let fs_before = table_bytes.load(Ordering::SeqCst);
+    let (_, trace) = db.get_traced("k0501x").unwrap();
+    let served_now = table_bytes.load(Ordering::SeqCst) - fs_before;
+    assert_eq!(trace.bytes_read, served_now);
+    if trace.tables[0].outcome == TableOutcome::FilterNegative {
+        assert_eq!(served_now, 0);
+    }
 }

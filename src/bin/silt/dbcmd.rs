@@ -359,7 +359,7 @@ fn outcome_name(o: TableOutcome) -> &'static str {
         TableOutcome::OutOfRange => "out of range",
         TableOutcome::FilterNegative => "filter: definitely not",
         TableOutcome::FalsePositive => "filter: maybe; false positive",
-        TableOutcome::NotFound => "no filter; not found",
+        TableOutcome::NotFound => "no usable filter; not found",
         TableOutcome::Found => "found",
         TableOutcome::Tombstone => "tombstone",
         TableOutcome::NewerOnly => "only versions newer than the read",
