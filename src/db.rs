@@ -119,8 +119,12 @@ impl Db {
     ///
     /// Errors: [`Error::InvalidArgument`] for a key over 64 KiB or a value over 256 MiB
     /// (nothing is written), or on a database opened with [`Db::open_read_only`];
-    /// [`Error::Poisoned`] after an earlier WAL or manifest failure, [`Error::Closed`],
-    /// [`Error::Io`].
+    /// [`Error::Io`] if the WAL write fails (writes stop then). Once writes are stopped (a
+    /// failed WAL, manifest or sync write; repeated background flush or compaction failures; a
+    /// background thread's panic), [`Error::Poisoned`], or the [`Error::Corruption`] a
+    /// background compaction found, until the database is reopened. [`Error::Closed`] after
+    /// [`close`](Db::close). [`Error::InvalidArgument`] also when the database's sequence
+    /// numbers are exhausted (2^56 writes; not reachable in practice).
     pub fn insert(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         self.insert_with(key, value, WriteOptions::default())
     }
@@ -298,17 +302,20 @@ impl Db {
     /// to an L0 table and recorded in the manifest: durable on return.
     ///
     /// Errors: [`Error::Io`] if the flush fails (it is retried in the background; the data
-    /// stays in the WAL), [`Error::Poisoned`], [`Error::Closed`], [`Error::InvalidArgument`]
-    /// on a database opened with [`Db::open_read_only`].
+    /// stays in the WAL); once writes are stopped, the error that stopped them, as for
+    /// [`insert`](Db::insert) ([`Error::Poisoned`] or [`Error::Corruption`]);
+    /// [`Error::Closed`]; [`Error::InvalidArgument`] on a database opened with
+    /// [`Db::open_read_only`].
     pub fn flush(&self) -> Result<()> {
         self.core().flush()
     }
 
     /// Makes every write so far durable against power loss (fsyncs the WAL).
     ///
-    /// Errors: [`Error::Io`]; a failed sync poisons the database ([`Error::Poisoned`] for
-    /// later writes); [`Error::Closed`]; [`Error::InvalidArgument`] on a database opened
-    /// with [`Db::open_read_only`].
+    /// Errors: [`Error::Io`]; a failed sync stops writes ([`Error::Poisoned`] for later
+    /// writes and syncs); once writes are stopped, the error that stopped them, as for
+    /// [`insert`](Db::insert); [`Error::Closed`]; [`Error::InvalidArgument`] on a database
+    /// opened with [`Db::open_read_only`].
     pub fn sync(&self) -> Result<()> {
         self.core().sync_wal()
     }
@@ -331,7 +338,10 @@ impl Db {
     /// as they are, except tables of a lower level that overlap a table being merged into it
     /// (they are merged too). Returns when done and the files it made obsolete are deleted
     /// (those no iterator or read in progress still uses; a [`Snapshot`] holds no file: it
-    /// reads the tree as it is when it reads). Automatic compaction waits meanwhile.
+    /// reads the tree as it is when it reads). Automatic compaction waits meanwhile. A range
+    /// that holds no key (`a..a`, or inverted) compacts nothing: after the flush it returns
+    /// `Ok`. An obsolete file whose deletion fails stays until the next open
+    /// ([`Stats::obsolete_delete_failures`](crate::Stats::obsolete_delete_failures)).
     ///
     /// Errors: [`Error::Corruption`] if an input table is damaged, [`Error::Io`],
     /// [`Error::InvalidArgument`] on a read-only handle, [`Error::Poisoned`] (or the
@@ -362,7 +372,8 @@ impl Db {
     /// the WALs not yet flushed, the live manifest and `CURRENT`. Files waiting for deletion
     /// (compaction inputs an iterator or a read in progress still uses) are not counted.
     ///
-    /// Errors: [`Error::Io`] if the directory cannot be listed or a file opened.
+    /// Errors: [`Error::Io`] if the directory cannot be listed or a file opened; on a
+    /// read-only handle, [`Error::Corruption`] if `CURRENT` no longer names a manifest.
     pub fn disk_size(&self) -> Result<u64> {
         self.core().disk_size()
     }
@@ -408,6 +419,7 @@ impl Db {
         let rs = core.read_path().load();
         s.levels = rs.version.level_stats();
         s.broken_tables = rs.version.broken_tables();
+        s.obsolete_delete_failures = core.table_env().obsolete.failures();
         let files = &core.table_env().caches.files;
         s.table_opens = files.opens();
         s.open_files = files.open_files() as u64;
@@ -434,8 +446,9 @@ impl Db {
         self.core().read_path().load().version.level_stats()
     }
 
-    /// Stops the background threads (a running compaction is abandoned and cleaned up on the
-    /// next open; a running flush is finished first, so close waits for it), syncs the WAL and releases the directory lock. Nothing is
+    /// Stops the background threads (a running compaction is abandoned at its next step, and
+    /// the tables it wrote are deleted by the close; a running flush is finished first, so
+    /// close waits for it), syncs the WAL and releases the directory lock. Nothing is
     /// flushed: the WAL is replayed on the next open. Every handle, iterator and snapshot of
     /// this database fails with [`Error::Closed`] afterwards (reads, writes, scans, snapshots;
     /// [`stats`](Db::stats), [`tables`](Db::tables), [`levels`](Db::levels) and

@@ -101,6 +101,10 @@ pub struct Stats {
     pub wal_torn_bytes: u64,
     /// Tables that could not be opened (reads that need them fail).
     pub broken_tables: u64,
+    /// Obsolete files (compacted tables, flushed WALs) whose deletion failed: each stays on
+    /// disk, not counted by [`Db::disk_size`](crate::Db::disk_size), until the next open
+    /// removes it. 0 normally; above 0, the file system refused an `unlink`.
+    pub obsolete_delete_failures: u64,
     /// Bytes of memory the filters of the current tree pin (every table's filter is kept in
     /// memory while the table is live).
     pub filter_memory_bytes: u64,
@@ -461,6 +465,7 @@ impl Counters {
             wal_torn_tails: l(&self.wal_torn_tails),
             wal_torn_bytes: l(&self.wal_torn_bytes),
             broken_tables: 0,
+            obsolete_delete_failures: 0,
             filter_memory_bytes: 0,
             index_memory_bytes: 0,
             memtable_memory_bytes: 0,

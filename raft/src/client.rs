@@ -183,7 +183,9 @@ fn unexpected(reply: ClientReply) -> Error {
 /// Sends one request to the node at `addr` and returns its answer, whatever it is (no
 /// redirect, no retry). For local reads, status and operator requests.
 ///
-/// Errors: [`Error::Io`] if the node cannot be reached or does not answer within `timeout`.
+/// Errors: [`Error::Io`] if the node cannot be reached or does not answer within `timeout`
+/// (a zero `timeout` always fails so); [`Error::InvalidArgument`] if `addr` resolves to no
+/// address.
 pub fn call(addr: &str, req: ClientRequest, timeout: Duration) -> Result<ClientReply, Error> {
     let mut conn = connect(addr, timeout)?;
     conn.set_read_timeout(Some(timeout))?;
@@ -191,7 +193,8 @@ pub fn call(addr: &str, req: ClientRequest, timeout: Duration) -> Result<ClientR
     Ok(wire::call_blocking(&mut conn, &Message::Client(req))?)
 }
 
-/// The state of the node at `addr`. Errors: as [`call`].
+/// The state of the node at `addr`. Errors: as [`call`], and [`Error::Remote`] if the node
+/// answers with anything but its status.
 pub fn status(addr: &str) -> Result<NodeStatus, Error> {
     match call(addr, ClientRequest::Status, Duration::from_secs(5))? {
         ClientReply::Status(s) => Ok(s),
@@ -200,7 +203,8 @@ pub fn status(addr: &str) -> Result<NodeStatus, Error> {
 }
 
 /// Reads `key` from the node at `addr`'s own state machine (not linearizable: as fresh as
-/// what that node has applied). Errors: as [`call`].
+/// what that node has applied). Errors: as [`call`], and [`Error::Remote`] if the node
+/// answers with an error or anything but a value.
 pub fn get_local(addr: &str, key: &str) -> Result<Option<String>, Error> {
     match call(
         addr,

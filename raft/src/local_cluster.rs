@@ -37,8 +37,9 @@ impl LocalCluster {
     /// `["--snapshot-every", "100"]`). Returns once every node answers; call
     /// [`LocalCluster::wait_leader`] before writing.
     ///
-    /// Errors: [`Error::Io`] if a process cannot be started, [`Error::Unavailable`] if a node
-    /// does not answer within 20 s or its process exits first (the error names its log).
+    /// Errors: [`Error::InvalidArgument`] if `n` is 0; [`Error::Io`] if a process cannot be
+    /// started; [`Error::Unavailable`] if a node does not answer within 20 s or its process
+    /// exits first (the error names its log).
     pub fn start(
         exe: &Path,
         root: &Path,
@@ -144,7 +145,7 @@ impl LocalCluster {
     /// returns its address once it answers.
     ///
     /// Errors: [`Error::InvalidArgument`] if node `id` exists; otherwise as
-    /// [`LocalCluster::start`].
+    /// [`LocalCluster::start`] (and then the node is not kept: the call may be made again).
     pub fn add_node(&mut self, id: NodeId) -> Result<String, Error> {
         if self.nodes.contains_key(&id) {
             return Err(Error::InvalidArgument(format!("node {id} exists")));
@@ -157,8 +158,15 @@ impl LocalCluster {
                 child: None,
             },
         );
-        self.spawn(id, None)?;
-        self.wait_answering(id, Duration::from_secs(20))?;
+        // A node that does not come up is not kept: the call can be made again.
+        let started = self
+            .spawn(id, None)
+            .and_then(|()| self.wait_answering(id, Duration::from_secs(20)));
+        if let Err(e) = started {
+            let _ = self.kill(id);
+            self.nodes.remove(&id);
+            return Err(e);
+        }
         Ok(addr)
     }
 

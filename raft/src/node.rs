@@ -144,8 +144,9 @@ impl Node {
     ///
     /// Errors: [`Error::InvalidArgument`] for bad timings, or an `init` whose addresses are
     /// not `host:port` or too many or too long (see [`membership_fits`](crate::membership_fits)),
-    /// checked before anything is opened; what [`open_store`] returns, and [`Error::Io`] if
-    /// the address cannot be bound.
+    /// checked before anything is opened; what [`open_store`] returns; [`Error::Remote`] if
+    /// openraft fails to start or to initialise the cluster; [`Error::Io`] if the address
+    /// cannot be bound.
     pub async fn start(config: NodeConfig, init: BTreeMap<NodeId, String>) -> Result<Node, Error> {
         let raft_config = Arc::new(config.raft_config()?);
         let members: Vec<&str> = init.values().map(String::as_str).collect();

@@ -168,7 +168,7 @@ pub fn is_too_big(e: &io::Error) -> bool {
 /// entries) costs no more memory than a frame.
 ///
 /// Errors: `InvalidData` holding [`FrameTooBig`] if the JSON is over [`MAX_FRAME`] bytes
-/// (see [`is_too_big`]); `Other` if `msg` does not serialise.
+/// (see [`is_too_big`]); `InvalidData` too (without it) if `msg` does not serialise.
 pub fn encode<T: Serialize>(msg: &T) -> io::Result<Vec<u8>> {
     let mut out = Capped(vec![0; 4]);
     serde_json::to_writer(&mut out, msg).map_err(io::Error::from)?;
@@ -201,6 +201,8 @@ fn decode<T: DeserializeOwned>(body: &[u8]) -> io::Result<T> {
 }
 
 /// Writes one frame holding `msg` (async).
+///
+/// Errors: as [`encode`], and the stream's own.
 pub async fn write_frame<W: AsyncWriteExt + Unpin, T: Serialize>(
     w: &mut W,
     msg: &T,
@@ -208,7 +210,11 @@ pub async fn write_frame<W: AsyncWriteExt + Unpin, T: Serialize>(
     w.write_all(&encode(msg)?).await
 }
 
-/// Reads one frame and decodes it (async). `Ok(None)` at a clean end of stream.
+/// Reads one frame and decodes it (async). `Ok(None)` if the stream ends before a frame's
+/// 4-byte length is whole (a clean end, or one inside the length).
+///
+/// Errors: `InvalidData` for a length over [`MAX_FRAME`] (holding [`FrameTooBig`]) or a
+/// body that does not decode as `T`; `UnexpectedEof` for a body cut short; the stream's own.
 pub async fn read_frame<R: AsyncReadExt + Unpin, T: DeserializeOwned>(
     r: &mut R,
 ) -> io::Result<Option<T>> {
@@ -235,6 +241,9 @@ pub async fn read_frame<R: AsyncReadExt + Unpin, T: DeserializeOwned>(
 }
 
 /// Sends `msg` and reads the reply (blocking; for the client).
+///
+/// Errors: as [`encode`] and [`read_frame`] (a reply cut inside its length is
+/// `UnexpectedEof` here), and the stream's own (a timeout is `WouldBlock` or `TimedOut`).
 pub fn call_blocking<S: Read + Write, Req: Serialize, Rep: DeserializeOwned>(
     s: &mut S,
     msg: &Req,

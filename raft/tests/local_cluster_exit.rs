@@ -28,3 +28,22 @@ fn a_node_that_exits_fails_the_start_before_the_deadline() {
     let log = std::fs::read_to_string(dir.path().join("node-1.log")).unwrap();
     assert!(!log.is_empty());
 }
+
+/// A node that `add_node` could not start is not kept: the same id can be added again once
+/// the cause is gone (review, session 24: the retry failed with "node exists").
+#[test]
+fn a_node_that_failed_to_start_can_be_added_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = Path::new(env!("CARGO_BIN_EXE_siltdb-raft-node"));
+    let mut cluster = LocalCluster::start(exe, dir.path(), 1, &[]).unwrap();
+    // A file where node 2's directory goes: its process cannot open its database and exits.
+    let blocker = dir.path().join("node-2");
+    std::fs::write(&blocker, b"not a directory").unwrap();
+    let first = cluster.add_node(2);
+    assert!(matches!(first, Err(Error::Unavailable(_))), "{first:?}");
+    assert_eq!(cluster.ids(), vec![1]);
+    std::fs::remove_file(&blocker).unwrap();
+    let addr = cluster.add_node(2).unwrap();
+    assert_eq!(cluster.addr(2), addr);
+    assert_eq!(cluster.ids(), vec![1, 2]);
+}

@@ -43,7 +43,7 @@ impl Core {
             }
             let path = self.dir.join(&name);
             match self.fs.open(&path) {
-                Ok(f) => total += f.len(),
+                Ok(f) => total = total.saturating_add(f.len()),
                 // Gone since the listing (a flushed WAL): it no longer counts.
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => return Err(io_context("open", &path, e)),

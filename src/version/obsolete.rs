@@ -10,6 +10,7 @@
 use crate::fs::FileSystem;
 use parking_lot::{Condvar, Mutex};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,6 +30,8 @@ pub(crate) struct ObsoleteFiles {
     queue: Mutex<Queue>,
     /// Signalled when a path is queued and when a purge finishes.
     changed: Condvar,
+    /// Deletions that failed (each file stays until the next open removes it).
+    failures: AtomicU64,
 }
 
 impl ObsoleteFiles {
@@ -37,6 +40,7 @@ impl ObsoleteFiles {
             fs,
             queue: Mutex::new(Queue::default()),
             changed: Condvar::new(),
+            failures: AtomicU64::new(0),
         })
     }
 
@@ -52,8 +56,9 @@ impl ObsoleteFiles {
         self.changed.notify_all();
     }
 
-    /// Deletes every queued file; returns how many were queued. Errors are logged: a file that
-    /// cannot be removed now is removed by the next open.
+    /// Deletes every queued file; returns how many were queued. Errors are logged and
+    /// counted ([`failures`](Self::failures)), not retried: a file that cannot be removed now
+    /// is removed by the next open (which deletes every file the manifest does not list).
     pub(crate) fn purge(&self) -> usize {
         let batch = {
             let mut q = self.queue.lock();
@@ -64,7 +69,15 @@ impl ObsoleteFiles {
         for path in &batch {
             match self.fs.remove(path) {
                 Ok(()) => log::info!("removed obsolete file {}", path.display()),
-                Err(e) => log::warn!("could not remove obsolete file {}: {e}", path.display()),
+                // Already gone: nothing is left behind.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    self.failures.fetch_add(1, Ordering::Relaxed);
+                    log::warn!(
+                        "could not remove obsolete file {} (the next open removes it): {e}",
+                        path.display()
+                    );
+                }
             }
         }
         if !batch.is_empty() {
@@ -74,6 +87,11 @@ impl ObsoleteFiles {
             self.changed.notify_all();
         }
         batch.len()
+    }
+
+    /// Deletions that failed so far.
+    pub(crate) fn failures(&self) -> u64 {
+        self.failures.load(Ordering::Relaxed)
     }
 
     /// Waits up to `timeout` for a file to be queued; true if one is.

@@ -58,7 +58,9 @@ fn table_span(t: &TableHandle, range: &KeyRange) -> u64 {
     let index = reader.index();
     let data_end = index.last().map_or(0, |e| e.handle.end());
     if data_end == 0 {
-        return 0;
+        // No data block: a table of range tombstones alone, which the range overlaps. Its
+        // bytes are its tombstones: count all of it, as for a table inside the range.
+        return t.meta.size;
     }
     // The offset of the block where `k` would be: the first whose last key is at or after it.
     let offset_of = |k: &[u8]| {

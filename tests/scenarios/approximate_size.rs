@@ -66,3 +66,30 @@ fn an_empty_database_has_no_size() {
     db.insert("only-in-the-memtable", "v").unwrap();
     assert_eq!(db.approximate_size::<&str, _>(..), 0);
 }
+
+/// A table of range tombstones alone (a range removal flushed) has no data block; its bytes
+/// still count, all of them for a range that overlaps it (review, session 24: it counted 0).
+#[test]
+fn a_table_of_range_tombstones_alone_counts_its_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open_with(dir.path(), Options::default().auto_compaction(false)).unwrap();
+    for i in 0..1000 {
+        db.insert(key(i), [b'v'; 100]).unwrap();
+    }
+    db.flush().unwrap();
+    db.remove_range(key(100)..key(200)).unwrap();
+    db.flush().unwrap();
+    let tables = db.tables();
+    assert_eq!(tables.len(), 2);
+    let tombstones = tables
+        .iter()
+        .find(|t| t.entries == t.range_deletions)
+        .unwrap();
+    assert!(tombstones.bytes > 0);
+    let total: u64 = tables.iter().map(|t| t.bytes).sum();
+    assert_eq!(db.approximate_size::<&str, _>(..), total);
+    // A range inside the removal's: the whole tombstone table, and part of the other.
+    let inside = db.approximate_size(key(120)..key(150));
+    assert!(inside >= tombstones.bytes, "{inside}");
+    assert!(inside < total, "{inside}");
+}

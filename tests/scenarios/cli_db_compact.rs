@@ -89,3 +89,19 @@ fn compact_refuses_a_database_open_elsewhere() {
     }
     assert_eq!(std::fs::read_dir(empty.path()).unwrap().count(), 0);
 }
+
+/// A range that holds no key is refused (status 2, one line) before the database is opened:
+/// it reported "compacted keys [k1, k0)" with nothing compacted (review, session 24).
+#[test]
+fn a_range_that_holds_no_key_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    build(dir.path());
+    for cmd in ["compact", "size"] {
+        for (from, to) in [("k1", "k0"), ("k1", "k1")] {
+            let (out, err) = run(silt().args(["db", cmd, d, "--from", from, "--to", to]), 2);
+            assert!(out.is_empty(), "{cmd}: {out}");
+            assert_eq!(err.lines().count(), 1, "{cmd}: {err:?}");
+        }
+    }
+}

@@ -52,6 +52,7 @@ mod lone_writer_group;
 mod manifest_failure_keeps_data;
 mod memtable_grown_ahead;
 mod not_an_sstable;
+mod obsolete_delete_failure;
 mod obsolete_files_deleted_in_background;
 mod open_checks_existence_under_the_lock;
 mod overwrite_delete_across_levels;

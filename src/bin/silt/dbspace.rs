@@ -56,6 +56,15 @@ impl RangeArgs {
             Some(k) => Bound::Excluded(parse_key(k, self.hex)?),
             None => Bound::Unbounded,
         };
+        if let (Bound::Included(lo), Bound::Excluded(hi)) = (&from, &to) {
+            if lo >= hi {
+                return Err(CliError::input(format!(
+                    "the range [{}, {}) holds no key: --from must be below --to",
+                    show(lo, self.hex),
+                    show(hi, self.hex)
+                )));
+            }
+        }
         Ok((from, to))
     }
 
