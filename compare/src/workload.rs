@@ -90,6 +90,20 @@ pub fn key(i: u64, size: usize, present: bool, sequential: bool) -> Vec<u8> {
     k
 }
 
+/// True if `v` is a value written for key `i` (any round): it starts with `value`'s stamp
+/// `"{i}-"`, as far as the value's size holds it, but for its first byte's low bit, which
+/// YCSB-F's read-modify-write flips.
+fn stamped_for(v: &[u8], i: u64, size: usize) -> bool {
+    let stamp = format!("{i}-");
+    let n = stamp.len().min(size);
+    v.len() == size
+        && v[..n]
+            .iter()
+            .zip(&stamp.as_bytes()[..n])
+            .enumerate()
+            .all(|(j, (a, b))| a == b || (j == 0 && a ^ 1 == *b))
+}
+
 fn value(i: u64, round: u64, size: usize) -> Vec<u8> {
     let mut v = vec![b'v'; size];
     let stamp = format!("{i}-{round}");
@@ -257,7 +271,11 @@ pub fn run(
                     x = mix(x);
                     let k = key(x % s.keys, s.key_size, present, false);
                     let got = lat.time(|| engine.get(&k))?;
-                    if got.is_some() != present {
+                    let right = match &got {
+                        Some(v) => present && stamped_for(v, x % s.keys, s.value_size),
+                        None => !present,
+                    };
+                    if !right {
                         return Err(format!("{workload}: wrong answer for key {}", x % s.keys));
                     }
                 }
@@ -273,7 +291,10 @@ pub fn run(
                 for _ in 0..n / s.threads {
                     x = mix(x);
                     let k = key(x % s.keys, s.key_size, true, false);
-                    lat.time(|| engine.seek_scan(&k, 11))?;
+                    // The key is present: the scan yields it at least.
+                    if lat.time(|| engine.seek_scan(&k, 11))? == 0 {
+                        return Err(format!("seekrandom: nothing at key {}", x % s.keys));
+                    }
                 }
                 Ok(())
             })?;
@@ -299,8 +320,14 @@ pub fn run(
                     for _ in 0..s.reads / s.threads {
                         x = mix(x);
                         let k = key(x % s.keys, s.key_size, true, false);
-                        if lat.time(|| engine.get(&k))?.is_none() {
-                            return Err(format!("readwhilewriting: key {} missing", x % s.keys));
+                        match lat.time(|| engine.get(&k))? {
+                            Some(v) if stamped_for(&v, x % s.keys, s.value_size) => {}
+                            _ => {
+                                return Err(format!(
+                                    "readwhilewriting: wrong answer for key {}",
+                                    x % s.keys
+                                ))
+                            }
                         }
                     }
                     Ok(())
@@ -390,8 +417,10 @@ fn ycsb(
     if w == "verify" {
         for i in 0..s.keys {
             let k = key(i, s.key_size, true, false);
-            if lat.time(|| engine.get(&k))?.is_none() {
-                return Err(format!("key {i} lost"));
+            match lat.time(|| engine.get(&k))? {
+                Some(v) if stamped_for(&v, i, s.value_size) => {}
+                Some(_) => return Err(format!("key {i} holds another key's value")),
+                None => return Err(format!("key {i} lost")),
             }
         }
         *gets = s.keys;
@@ -414,7 +443,10 @@ fn ycsb(
                 };
                 if dice < read_pct {
                     *gets += 1;
-                    lat.time(|| engine.get(&k))?;
+                    // Every key of the load is there (these mixes only overwrite).
+                    if lat.time(|| engine.get(&k))?.is_none() {
+                        return Err(format!("{w}: key {i} lost"));
+                    }
                 } else {
                     *user_bytes += per_op;
                     lat.time(|| engine.put(&k, &value(i, 3, s.value_size)))?;
@@ -426,7 +458,12 @@ fn ycsb(
                     let newest = s.keys + inserted;
                     let j = newest - 1 - z.rank().min(newest - 1);
                     *gets += 1;
-                    lat.time(|| engine.get(&key(j, s.key_size, true, false)))?;
+                    if lat
+                        .time(|| engine.get(&key(j, s.key_size, true, false)))?
+                        .is_none()
+                    {
+                        return Err(format!("{w}: key {j} lost"));
+                    }
                 } else {
                     let j = s.keys + inserted;
                     inserted += 1;
@@ -439,7 +476,9 @@ fn ycsb(
             "ycsb-e" => {
                 if dice < 95 {
                     let len = 1 + (r >> 32) as usize % 100;
-                    lat.time(|| engine.seek_scan(&k, len))?;
+                    if lat.time(|| engine.seek_scan(&k, len))? == 0 {
+                        return Err(format!("{w}: nothing at key {i}"));
+                    }
                 } else {
                     let j = s.keys + (1 << 40) + inserted;
                     inserted += 1;
@@ -452,7 +491,9 @@ fn ycsb(
             "ycsb-f" => {
                 *gets += 1;
                 if dice < 50 {
-                    lat.time(|| engine.get(&k))?;
+                    if lat.time(|| engine.get(&k))?.is_none() {
+                        return Err(format!("{w}: key {i} lost"));
+                    }
                 } else {
                     // Read-modify-write.
                     *user_bytes += per_op;
@@ -473,6 +514,24 @@ fn ycsb(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_value_is_checked_against_its_key() {
+        let v = value(123, 2, 100);
+        assert!(stamped_for(&v, 123, 100));
+        assert!(!stamped_for(&v, 124, 100));
+        assert!(!stamped_for(&v, 12, 100));
+        assert!(!stamped_for(&v[..99], 123, 100));
+        // YCSB-F flips the first byte's low bit.
+        let mut f = v.clone();
+        f[0] ^= 1;
+        assert!(stamped_for(&f, 123, 100));
+        f[1] ^= 1;
+        assert!(!stamped_for(&f, 123, 100));
+        // A value shorter than the stamp holds as much of it as fits.
+        assert!(stamped_for(&value(123456, 0, 3), 123456, 3));
+        assert!(!stamped_for(&value(654321, 0, 3), 123456, 3));
+    }
 
     #[test]
     fn zipf_favours_low_ranks_and_stays_in_range() {
