@@ -217,7 +217,8 @@ fn scaling_markdown(all: &[serde_json::Value], args: &Args) -> String {
     }
     let mut s = format!(
         "{}-byte keys, {}-byte values, {} gets per read workload, {} reader thread(s), {} MiB \
-         block cache, {} MiB memtable, no compression, 10 bits/key, WAL not synced; load = \
+         block cache, {} MiB memtable, no compression, 10 bits/key (fjall: its own in L0 and \
+         L1, docs/compare.md), WAL not synced; load = \
          fillrandom until background work is done. tables/probes/blocks per get: present \
          (readrandom) / absent (readmissing).\n\n",
         args.key_size, args.value_size, args.reads, args.threads, args.cache_mib, args.memtable_mib
@@ -325,7 +326,8 @@ fn markdown(all: &[serde_json::Value], args: &Args) -> String {
     let mut s = format!(
         "{} keys ({}-byte keys, {}-byte values), {} ops per read workload, {} reader thread(s), \
          {} MiB block cache and {} MiB memtable for every engine, no compression, 10 bits/key \
-         Bloom, WAL not synced; data in the page cache.\n\n",
+         Bloom (fjall: its own in L0 and L1, docs/compare.md), WAL not synced; data in the page \
+         cache.\n\n",
         args.keys,
         args.key_size,
         args.value_size,
