@@ -153,6 +153,12 @@ impl BlockCursor {
                 // carry another kind along as if it were a value.
                 return self.bad("entry with an unknown value kind");
             }
+            // A range tombstone's skip passes over blocks and tables by their recorded
+            // sequence range: an entry outside it would be dropped unseen, not reported.
+            let p = self.table.properties();
+            if !(p.min_seq..=p.max_seq).contains(&key::trailer_seq(trailer)) {
+                return self.bad("entry with a sequence number outside the table's range");
+            }
             if self.decoded > 0
                 && !self.block.is_ordered()
                 && !key::cmp_encoded(&self.prev, &self.key).is_lt()

@@ -1804,6 +1804,38 @@ mod tests {
         assert!(rewrite(&fs, &bytes, keep, |p| p.user_keys = 200).is_ok());
     }
 
+    /// Review finding (session 24): a scan's range-tombstone skips trust a table's recorded
+    /// sequence range, and nothing checked the entries against it. An entry outside it is
+    /// corruption, from either end.
+    #[test]
+    fn an_entry_outside_the_recorded_sequence_range_is_corruption() {
+        let fs = MemFs::new();
+        let bytes = table_bytes(&fs);
+        // Entries carry sequence numbers 1 ..= 200.
+        for (min, max) in [(1, 150), (2, 200)] {
+            let t = Arc::new(
+                rewrite(&fs, &bytes, keep, |p| {
+                    p.min_seq = min;
+                    p.max_seq = max;
+                })
+                .unwrap(),
+            );
+            for backwards in [false, true] {
+                let all = scan_all(&t, backwards);
+                let last = all.last().unwrap();
+                assert!(
+                    last.as_ref().is_err_and(|e| e.is_corruption()),
+                    "{min}..={max} backwards {backwards}: {} entries, then {:?}",
+                    all.len(),
+                    last.as_ref().err()
+                );
+            }
+        }
+        let t = Arc::new(rewrite(&fs, &bytes, keep, |_| {}).unwrap());
+        assert_eq!(scan_all(&t, false).len(), 200);
+        assert!(scan_all(&t, true).iter().all(|e| e.is_ok()));
+    }
+
     #[test]
     fn properties_past_max_seq_are_corruption() {
         let fs = MemFs::new();
