@@ -230,7 +230,12 @@ mod fjall_engine {
             self.part.rotate_memtable_and_wait().map_err(err)?;
             let mut done = self.keyspace.compactions_completed();
             let mut quiet_polls = 0;
+            // fjall leaves a failed compaction counted as running: give up after 10 minutes.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
             while quiet_polls < 3 {
+                if std::time::Instant::now() > deadline {
+                    return Err("fjall's compactions did not settle in 10 minutes".into());
+                }
                 std::thread::sleep(std::time::Duration::from_millis(20));
                 let now = self.keyspace.compactions_completed();
                 if self.keyspace.active_compactions() == 0 && now == done {
