@@ -46,6 +46,7 @@ mod footprint_figures;
 mod get_counts_what_answered;
 mod group_commit_synced;
 mod group_commit_takeover;
+mod held_scan_keeps_its_view;
 mod invalid_arguments;
 mod locking;
 mod lone_writer_group;
