@@ -224,6 +224,37 @@ fn every_odd_operation_fails_once() {
     every_operation_fails_once(1, 2);
 }
 
+/// The WAL files in `dir`, oldest first.
+fn wals(fs: &MemFs, dir: &Path) -> Vec<String> {
+    let mut wals: Vec<String> = fs
+        .list(dir)
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.ends_with(".wal"))
+        .collect();
+    wals.sort();
+    wals
+}
+
+/// Makes the next write to the file named `name` fail (once).
+fn fail_next_write_to(fs: &MemFs, name: &str) {
+    fs.set_fault(Some(FaultPlan {
+        path_contains: Some(name.to_string()),
+        ..FaultPlan::nth(siltdb::fs::OpKind::Write, 0)
+    }));
+}
+
+/// The write that met the failed WAL failed with its I/O error, and the next one finds
+/// writes stopped (D7).
+fn writes_stopped(failed: siltdb::Result<()>, db: &Db) {
+    assert!(matches!(failed, Err(siltdb::Error::Io(_))), "{failed:?}");
+    let later = db.insert("later", "v");
+    assert!(
+        matches!(later, Err(siltdb::Error::Poisoned(_))),
+        "{later:?}"
+    );
+}
+
 /// Review finding (session 24): a sync mark that failed after a successful `Db::sync` is
 /// latched in its WAL, and the WAL's next append stops writes. When the memtable was due, the
 /// next write rotated first: the failed WAL went to the seal thread and writes went on to the
@@ -241,30 +272,12 @@ fn a_sync_mark_that_fails_before_a_rotation_stops_writes_at_the_rotation() {
     let db = Db::open_with(dir, opts()).unwrap();
     // One write larger than the memtable: it is due, and the next write rotates first.
     db.insert("big", vec![b'v'; 8192]).unwrap();
-    let mut wals: Vec<String> = fs
-        .list(dir)
-        .unwrap()
-        .into_iter()
-        .filter(|n| n.ends_with(".wal"))
-        .collect();
-    wals.sort();
     // The sync succeeds; the mark appended after it, the next write to the live WAL, fails.
-    fs.set_fault(Some(FaultPlan {
-        index: 0,
-        kinds: vec![siltdb::fs::OpKind::Write],
-        persistent: false,
-        path_contains: Some(wals.last().unwrap().clone()),
-    }));
+    fail_next_write_to(&fs, wals(&fs, dir).last().unwrap());
     db.sync().unwrap();
     assert_eq!(fs.faults_injected(), 1);
     fs.set_fault(None);
-    let after = db.insert("after", "v");
-    assert!(matches!(after, Err(siltdb::Error::Io(_))), "{after:?}");
-    let later = db.insert("later", "v");
-    assert!(
-        matches!(later, Err(siltdb::Error::Poisoned(_))),
-        "{later:?}"
-    );
+    writes_stopped(db.insert("after", "v"), &db);
     drop(db);
     let db = Db::open_with(dir, opts()).unwrap();
     assert_eq!(db.get("big").unwrap().map(|v| v.len()), Some(8192));
@@ -290,13 +303,7 @@ fn a_sync_mark_that_fails_while_a_rotation_creates_its_wal_stops_writes_at_the_r
         .memtable_size(4096);
     let db = Arc::new(Db::open_with(dir, opts).unwrap());
     db.insert("big", vec![b'v'; 8192]).unwrap();
-    let wal = mem
-        .list(dir)
-        .unwrap()
-        .into_iter()
-        .filter(|n| n.ends_with(".wal"))
-        .max()
-        .unwrap();
+    let wal = wals(&mem, dir).pop().unwrap();
     armed.store(true, std::sync::atomic::Ordering::SeqCst);
     let w = db.clone();
     let writer = std::thread::Builder::new()
@@ -306,23 +313,12 @@ fn a_sync_mark_that_fails_while_a_rotation_creates_its_wal_stops_writes_at_the_r
     entered
         .recv_timeout(std::time::Duration::from_secs(20))
         .expect("the write's rotation creates the next WAL");
-    mem.set_fault(Some(FaultPlan {
-        index: 0,
-        kinds: vec![siltdb::fs::OpKind::Write],
-        persistent: false,
-        path_contains: Some(wal),
-    }));
+    fail_next_write_to(&mem, &wal);
     db.sync().unwrap();
     assert_eq!(mem.faults_injected(), 1);
     mem.set_fault(None);
     release.send(()).unwrap();
-    let after = writer.join().unwrap();
-    assert!(matches!(after, Err(siltdb::Error::Io(_))), "{after:?}");
-    let later = db.insert("later", "v");
-    assert!(
-        matches!(later, Err(siltdb::Error::Poisoned(_))),
-        "{later:?}"
-    );
+    writes_stopped(writer.join().unwrap(), &db);
 }
 
 #[test]
@@ -338,31 +334,16 @@ fn a_sync_mark_that_fails_when_a_wal_is_sealed_stops_writes() {
     for i in 0..10u32 {
         db.insert(format!("key{i:03}"), "v").unwrap();
     }
-    let wals: Vec<String> = fs
-        .list(dir)
-        .unwrap()
-        .into_iter()
-        .filter(|n| n.ends_with(".wal"))
-        .collect();
+    let wals = wals(&fs, dir);
     assert_eq!(wals.len(), 1, "{wals:?}");
     // Sealing the memtable (here for `flush`) fsyncs its WAL, then appends a sync mark: the
     // first write to that WAL from now on, which fails.
-    fs.set_fault(Some(FaultPlan {
-        index: 0,
-        kinds: vec![siltdb::fs::OpKind::Write],
-        persistent: false,
-        path_contains: Some(wals[0].clone()),
-    }));
+    fail_next_write_to(&fs, &wals[0]);
     let flushed = db.flush();
     assert_eq!(fs.faults_injected(), 1);
     fs.set_fault(None);
-    assert!(matches!(flushed, Err(siltdb::Error::Io(_))), "{flushed:?}");
     // A failed write to the WAL stops writes (D7), this one too.
-    let later = db.insert("later", "v");
-    assert!(
-        matches!(later, Err(siltdb::Error::Poisoned(_))),
-        "{later:?}"
-    );
+    writes_stopped(flushed, &db);
     drop(db);
     // The records before the mark were synced whole: every acknowledged write is there.
     let db = Db::open_with(dir, opts()).unwrap();

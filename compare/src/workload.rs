@@ -90,6 +90,18 @@ pub fn key(i: u64, size: usize, present: bool, sequential: bool) -> Vec<u8> {
     k
 }
 
+/// Gets `k`, a key the workload wrote, timed in `lat`: its value, or an error naming it
+/// (`what`) if it is missing.
+fn get_present(
+    engine: &dyn Engine,
+    lat: &mut Latencies,
+    k: &[u8],
+    what: impl FnOnce() -> String,
+) -> Result<Vec<u8>, String> {
+    lat.time(|| engine.get(k))?
+        .ok_or_else(|| format!("{} lost", what()))
+}
+
 /// True if `v` is a value written for key `i` (any round): it starts with `value`'s stamp
 /// `"{i}-"`, as far as the value's size holds it, but for its first byte's low bit, which
 /// YCSB-F's read-modify-write flips.
@@ -417,10 +429,9 @@ fn ycsb(
     if w == "verify" {
         for i in 0..s.keys {
             let k = key(i, s.key_size, true, false);
-            match lat.time(|| engine.get(&k))? {
-                Some(v) if stamped_for(&v, i, s.value_size) => {}
-                Some(_) => return Err(format!("key {i} holds another key's value")),
-                None => return Err(format!("key {i} lost")),
+            let v = get_present(engine, lat, &k, || format!("key {i}"))?;
+            if !stamped_for(&v, i, s.value_size) {
+                return Err(format!("key {i} holds another key's value"));
             }
         }
         *gets = s.keys;
@@ -444,9 +455,7 @@ fn ycsb(
                 if dice < read_pct {
                     *gets += 1;
                     // Every key of the load is there (these mixes only overwrite).
-                    if lat.time(|| engine.get(&k))?.is_none() {
-                        return Err(format!("{w}: key {i} lost"));
-                    }
+                    get_present(engine, lat, &k, || format!("{w}: key {i}"))?;
                 } else {
                     *user_bytes += per_op;
                     lat.time(|| engine.put(&k, &value(i, 3, s.value_size)))?;
@@ -458,12 +467,8 @@ fn ycsb(
                     let newest = s.keys + inserted;
                     let j = newest - 1 - z.rank().min(newest - 1);
                     *gets += 1;
-                    if lat
-                        .time(|| engine.get(&key(j, s.key_size, true, false)))?
-                        .is_none()
-                    {
-                        return Err(format!("{w}: key {j} lost"));
-                    }
+                    let k = key(j, s.key_size, true, false);
+                    get_present(engine, lat, &k, || format!("{w}: key {j}"))?;
                 } else {
                     let j = s.keys + inserted;
                     inserted += 1;
@@ -491,9 +496,7 @@ fn ycsb(
             "ycsb-f" => {
                 *gets += 1;
                 if dice < 50 {
-                    if lat.time(|| engine.get(&k))?.is_none() {
-                        return Err(format!("{w}: key {i} lost"));
-                    }
+                    get_present(engine, lat, &k, || format!("{w}: key {i}"))?;
                 } else {
                     // Read-modify-write.
                     *user_bytes += per_op;

@@ -526,6 +526,18 @@ mod tests {
         assert!(b[0] > b[1] && b[1] > b[2], "{b:?}");
     }
 
+    /// The bits per level `policy` gives `s` under a filter memory limit of `limit_bytes`,
+    /// checked to fit in it.
+    fn bits_within_limit(policy: &FilterPolicy, s: &[LevelShape], limit_bytes: u64) -> Vec<f64> {
+        let o = Options::default()
+            .filter_policy(policy.clone())
+            .filter_memory_limit(limit_bytes);
+        let b = bits_per_level(&o, s);
+        let used = allocation::memory_bits(s, &b);
+        assert!(used <= limit_bytes as f64 * 8.0 * 1.001, "{policy:?} {b:?}");
+        b
+    }
+
     #[test]
     fn memory_limit_applies_to_every_policy_and_keeps_a_filter() {
         let s = shape(&[1000, 10_000, 100_000, 0, 0, 0, 0]);
@@ -541,12 +553,7 @@ mod tests {
                 fingerprint_bits: 8,
             }]),
         ] {
-            let o = Options::default()
-                .filter_policy(policy.clone())
-                .filter_memory_limit(limit_bytes);
-            let b = bits_per_level(&o, &s);
-            let used = allocation::memory_bits(&s, &b);
-            assert!(used <= limit_bytes as f64 * 8.0 * 1.001, "{policy:?} {b:?}");
+            let b = bits_within_limit(&policy, &s, limit_bytes);
             assert!(b[2] >= allocation::MIN_BITS, "{policy:?} {b:?}");
         }
     }
@@ -568,12 +575,7 @@ mod tests {
                 fuse_from_level: 1,
             },
         ] {
-            let o = Options::default()
-                .filter_policy(policy.clone())
-                .filter_memory_limit(limit_bytes);
-            let b = bits_per_level(&o, &s);
-            let used = allocation::memory_bits(&s, &b);
-            assert!(used <= limit_bytes as f64 * 8.0 * 1.001, "{policy:?} {b:?}");
+            let b = bits_within_limit(&policy, &s, limit_bytes);
             // L0 is probed most: it keeps more bits than the deeper levels.
             assert!(b[0] >= b[2] && b[0] > 2.0, "{policy:?} {b:?}");
         }

@@ -59,15 +59,8 @@ enum Probe {
     /// The filter says the table holds no version of the key, and one of its range
     /// tombstones covers it: the key is deleted.
     Covered,
-    /// The table may hold the key: read it. `filtered` if a filter said "maybe"; `covered`
-    /// is the sequence number of the table's newest visible tombstone over the key (0: none),
-    /// which a version found must be newer than. `open_bytes`: what the get read to open
-    /// the table (0 if it was open).
-    Read {
-        filtered: bool,
-        covered: SeqNo,
-        open_bytes: u64,
-    },
+    /// The table may hold the key: read it.
+    Read(Read),
 }
 
 impl ReadPath {
@@ -196,16 +189,7 @@ fn ask(
     let read = match probe(t, level, w, g, trace.as_deref_mut())? {
         Probe::Skip => return Ok(None),
         Probe::Covered => return Ok(Some(None)),
-        Probe::Read {
-            filtered,
-            covered,
-            open_bytes,
-        } => Read {
-            level,
-            filtered,
-            covered,
-            open_bytes,
-        },
+        Probe::Read(read) => read,
     };
     // A block in the cache is read under the guard: no file, no shared reference count.
     let mut cost = ReadCost::default();
@@ -217,8 +201,9 @@ fn ask(
     read_table(t, read, w, g, trace)
 }
 
-/// A table read under way: where, whether a filter said "maybe", and the table's covering
-/// tombstone (0: none).
+/// A table read under way: where, whether a filter said "maybe", and the sequence number of
+/// the table's newest visible tombstone over the key (0: none), which a version found must be
+/// newer than.
 #[derive(Clone, Copy)]
 struct Read {
     level: usize,
@@ -287,11 +272,12 @@ fn probe(
         Some(f) => {
             g.filter_probes += 1;
             if f.may_contain_hash(w.hash) {
-                Ok(Probe::Read {
+                Ok(Probe::Read(Read {
+                    level,
                     filtered: true,
                     covered,
                     open_bytes,
-                })
+                }))
             } else {
                 g.filter_negatives += 1;
                 let outcome = if covered > 0 {
@@ -308,11 +294,12 @@ fn probe(
                 })
             }
         }
-        None => Ok(Probe::Read {
+        None => Ok(Probe::Read(Read {
+            level,
             filtered: false,
             covered,
             open_bytes,
-        }),
+        })),
     }
 }
 
