@@ -448,7 +448,8 @@ impl Core {
         };
         let last_seq = first_seq + count - 1; // first_seq >= 1, first_seq + count <= MAX_SEQ
         let mem = st.tree.mem.clone();
-        Counters::add(&self.counters.write_groups, 1);
+        // Both written only here, under the state lock (and by recovery, before writes).
+        Counters::add_ordered(&self.counters.write_groups, 1);
         let result = MutexGuard::unlocked(st, || self.commit_group(group, first_seq, &mem));
         if let Ok(Some(took)) = result {
             let wait = took.saturating_mul(GATHER_FSYNC_TIMES).min(MAX_GATHER);
@@ -464,7 +465,7 @@ impl Core {
         } else {
             self.read.publish_seq(last_seq);
             let user_bytes: u64 = group.iter().map(|g| g.0.user_bytes).sum();
-            Counters::add(&self.counters.user_bytes_written, user_bytes);
+            Counters::add_ordered(&self.counters.user_bytes_written, user_bytes);
         }
         result
     }

@@ -65,7 +65,12 @@ pub(crate) enum Lookup {
 pub(crate) struct Memtable {
     map: SkipList,
     filter: ScalableBloom,
-    approx_bytes: AtomicUsize,
+    /// The point entries' share of [`approx_bytes`](Memtable::approx_bytes), written under
+    /// the skiplist's insert lock.
+    point_bytes: AtomicUsize,
+    /// The range tombstones' share of [`approx_bytes`](Memtable::approx_bytes), written
+    /// under `range_writer`.
+    range_approx_bytes: AtomicUsize,
     wal_number: u64,
     /// Range tombstones as readers see them; the mutex orders writers of them.
     range_dels: ArcSwap<MemRangeDels>,
@@ -73,13 +78,13 @@ pub(crate) struct Memtable {
     has_range_dels: AtomicBool,
     /// The chunk the write path copies batch encodings into ([`Memtable::hold`]).
     arena: Mutex<BytesMut>,
-    /// Bytes copied into chunks so far.
+    /// Bytes copied into chunks so far, written under `arena`'s lock.
     held: AtomicUsize,
     /// Bytes allocated for the batch encodings the entries slice: the chunks taken (new or
     /// made ahead) and encodings too large for one, which keep their own allocation.
     encoding_bytes: AtomicUsize,
     /// Range tombstones' share of `approx_bytes`, less their keys' bytes (which are in the
-    /// encodings counted in `encoding_bytes`).
+    /// encodings counted in `encoding_bytes`), written under `range_writer`.
     range_bytes: AtomicUsize,
     /// Chunks made ahead of the writer ([`Memtable::grow_ahead`]), taken before new ones.
     spare_chunks: Mutex<Vec<BytesMut>>,
@@ -210,7 +215,8 @@ impl Memtable {
         Memtable {
             map: SkipList::new(),
             filter,
-            approx_bytes: AtomicUsize::new(0),
+            point_bytes: AtomicUsize::new(0),
+            range_approx_bytes: AtomicUsize::new(0),
             wal_number,
             range_dels: ArcSwap::from_pointee(MemRangeDels::default()),
             range_writer: Mutex::new(()),
@@ -240,8 +246,9 @@ impl Memtable {
                 .fetch_add(encoded.capacity(), Ordering::Relaxed);
             return Bytes::from(encoded);
         }
-        self.held.fetch_add(encoded.len(), Ordering::Relaxed);
-        crate::chunk::copy_into_or(&mut self.arena.lock(), &encoded, || {
+        let mut arena = self.arena.lock();
+        add_ordered(&self.held, encoded.len());
+        crate::chunk::copy_into_or(&mut arena, &encoded, || {
             // Under the spares' lock, so that `memory_bytes` counts the chunk once, spare
             // or taken.
             let mut spare = self.spare_chunks.lock();
@@ -323,13 +330,16 @@ impl Memtable {
         // time): a reader that can see the entry must see its bits.
         let hash = hash_key(&user_key);
         let key = InternalKey::new(user_key, seq, kind);
-        if !self.map.insert_with(key, value, || self.filter.add(hash)) {
+        let first = || {
+            self.filter.add(hash);
+            add_ordered(&self.point_bytes, size);
+        };
+        if !self.map.insert_with(key, value, first) {
             return Err(Error::other(format!(
                 "memtable full: {} entries, one write group too many for its skiplist",
                 self.map.len()
             )));
         }
-        self.approx_bytes.fetch_add(size, Ordering::Relaxed);
         Ok(())
     }
 
@@ -346,9 +356,9 @@ impl Memtable {
         size += next.built_len.saturating_sub(cur.built_len) * 16;
         self.range_dels.store(Arc::new(next));
         self.has_range_dels.store(true, Ordering::Release);
-        self.approx_bytes.fetch_add(size, Ordering::Relaxed);
+        add_ordered(&self.range_approx_bytes, size);
         // The keys are in the chunks (or the record) the entries slice, counted there.
-        self.range_bytes.fetch_add(size - keys, Ordering::Relaxed);
+        add_ordered(&self.range_bytes, size - keys);
     }
 
     /// The memtable's range tombstones; `None` if it has none (the common case, answered
@@ -361,7 +371,7 @@ impl Memtable {
 
     /// Approximate memory held, in bytes.
     pub(crate) fn approx_bytes(&self) -> usize {
-        self.approx_bytes.load(Ordering::Relaxed)
+        self.point_bytes.load(Ordering::Relaxed) + self.range_approx_bytes.load(Ordering::Relaxed)
     }
 
     /// True once the writer should seal it: it holds `memtable_size` bytes (see
@@ -505,6 +515,13 @@ impl Memtable {
     pub(crate) fn iter(&self) -> impl Iterator<Item = Entry> + '_ {
         std::iter::successors(self.map.front(), |c| c.next()).map(|e| e.entry().clone())
     }
+}
+
+/// Adds `v` to a counter whose writers a lock orders (the caller holds it): a load and a
+/// store rather than a locked read-modify-write, which the write path would pay once an
+/// operation. Readers see the old or the new value.
+fn add_ordered(counter: &AtomicUsize, v: usize) {
+    counter.store(counter.load(Ordering::Relaxed) + v, Ordering::Relaxed);
 }
 
 #[cfg(test)]

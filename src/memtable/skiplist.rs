@@ -672,7 +672,9 @@ impl SkipList {
             }
             w.tail = Some(next);
         }
-        self.len.fetch_add(1, AtomicOrdering::Release);
+        // Under the insert lock: a load and a store, not a locked add.
+        let len = self.len.load(AtomicOrdering::Relaxed);
+        self.len.store(len + 1, AtomicOrdering::Release);
         true
     }
 
