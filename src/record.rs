@@ -48,7 +48,10 @@ fn header_crc(file_number: u64, first12: &[u8]) -> u32 {
 
 /// Fills the header of a record whose payload starts at `buf[HEADER_LEN..]`, for the log
 /// numbered `file_number`. `buf[..HEADER_LEN]` must have been reserved by the caller.
+/// The payload must be at most [`MAX_PAYLOAD`] bytes (the WAL's are: a batch and a write
+/// group are bounded below it).
 pub(crate) fn frame_in_place(buf: &mut [u8], file_number: u64) {
+    debug_assert!(buf.len() - HEADER_LEN <= MAX_PAYLOAD);
     let len = (buf.len() - HEADER_LEN) as u32;
     let crc = mask_crc(crc32fast::hash(&buf[HEADER_LEN..]));
     buf[0..4].copy_from_slice(&crc.to_le_bytes());
@@ -59,13 +62,22 @@ pub(crate) fn frame_in_place(buf: &mut [u8], file_number: u64) {
     buf[12..16].copy_from_slice(&hcrc.to_le_bytes());
 }
 
-/// One framed record for the log numbered `file_number` (for small records such as manifest
-/// edits).
-pub(crate) fn frame(payload: &[u8], file_number: u64) -> Vec<u8> {
+/// One framed record for the log numbered `file_number` (manifest edits and snapshots).
+///
+/// Errors: [`Error::InvalidArgument`] for a payload over [`MAX_PAYLOAD`], which every reader
+/// refuses (a manifest snapshot of some 8,000 tables with 64 KiB keys gets there): the
+/// record is not written, rather than written and then read as a torn tail.
+pub(crate) fn frame(payload: &[u8], file_number: u64) -> Result<Vec<u8>> {
+    if payload.len() > MAX_PAYLOAD {
+        return Err(Error::InvalidArgument(format!(
+            "a log record of {} bytes is over the largest a reader accepts ({MAX_PAYLOAD})",
+            payload.len()
+        )));
+    }
     let mut buf = vec![0u8; HEADER_LEN];
     buf.extend_from_slice(payload);
     frame_in_place(&mut buf, file_number);
-    buf
+    Ok(buf)
 }
 
 /// Checks a header: `Some((payload_crc, len))` if it is valid for `file_number` and its
@@ -560,7 +572,7 @@ mod tests {
         let p = PathBuf::from("/d/log");
         let mut w = RecordWriter::new(fs.create(&p).unwrap());
         for r in records {
-            w.append_framed(&frame(r, 7)).unwrap();
+            w.append_framed(&frame(r, 7).unwrap()).unwrap();
         }
         let bytes = fs.read_file(&p).unwrap();
         (fs, p, bytes)
@@ -606,6 +618,14 @@ mod tests {
     }
 
     #[test]
+    fn a_payload_over_the_readers_limit_is_refused_not_framed() {
+        // `vec!` of zeros is calloc'd: the pages are never touched, the check comes first.
+        let over = vec![0u8; MAX_PAYLOAD + 1];
+        assert!(matches!(frame(&over, 7), Err(Error::InvalidArgument(_))));
+        assert!(check_header(&frame(b"x", 7).unwrap(), 7, 1).is_some());
+    }
+
+    #[test]
     fn a_framed_header_is_the_one_docs_format_md_specifies() {
         // docs/format.md: payload_crc = mask(crc32(payload)), then len, kind 1, three zero
         // bytes, header_crc = mask(crc32(file_number u64 LE ++ record[0..12])), computed
@@ -615,7 +635,7 @@ mod tests {
             (&b"x"[..], 7),
             (&b"a longer payload than twenty bytes"[..], u64::MAX),
         ] {
-            let framed = frame(payload, file_number);
+            let framed = frame(payload, file_number).unwrap();
             let crc = mask_crc(crc32fast::hash(payload));
             let mut first12 = crc.to_le_bytes().to_vec();
             first12.extend_from_slice(&(payload.len() as u32).to_le_bytes());
@@ -630,7 +650,7 @@ mod tests {
         // A known answer, worked out apart from this code (Python's `zlib.crc32` and the mask
         // as the format states it): a change of CRC, mask or layout shows here.
         assert_eq!(
-            frame(b"x", 7)[..HEADER_LEN],
+            frame(b"x", 7).unwrap()[..HEADER_LEN],
             [144, 4, 138, 207, 1, 0, 0, 0, 1, 0, 0, 0, 137, 140, 216, 158]
         );
     }
@@ -696,7 +716,7 @@ mod tests {
                 p[..4].copy_from_slice(&i.to_le_bytes());
                 p
             })
-            .find(|p| frame(p, 7)[0] == 0)
+            .find(|p| frame(p, 7).unwrap()[0] == 0)
             .unwrap();
         let first = vec![1u8; 4095 - 3 * 216 - HEADER_LEN];
         let mut payloads = vec![first, vec![2; 200], vec![2; 200], vec![2; 200], odd];
@@ -764,7 +784,7 @@ mod tests {
                 p[..4].copy_from_slice(&i.to_le_bytes());
                 p
             })
-            .find(|p| frame(p, 7)[0].count_ones() == 1)
+            .find(|p| frame(p, 7).unwrap()[0].count_ones() == 1)
             .unwrap()
     }
 
@@ -817,7 +837,7 @@ mod tests {
         // boundary to the end of the page (a payload of zeros), it is a torn write.
         let start = 3584 - 15;
         let first = vec![9u8; start - HEADER_LEN];
-        let one_bit_top = |p: &Vec<u8>| frame(p, 7)[HEADER_LEN - 1].count_ones() == 1;
+        let one_bit_top = |p: &Vec<u8>| frame(p, 7).unwrap()[HEADER_LEN - 1].count_ones() == 1;
         let written = (0u32..)
             .map(|i| {
                 let mut p = vec![7u8; 100];
@@ -905,7 +925,7 @@ mod tests {
     #[test]
     fn records_of_another_log_or_inside_values_never_validate() {
         // A record framed for log 8 stored as the payload of a record of log 7.
-        let foreign = frame(b"hidden", 8);
+        let foreign = frame(b"hidden", 8).unwrap();
         let (fs, p, bytes) = log_with(&[b"one", &foreign]);
         let (recs, _) = read_all(&fs, &p).unwrap();
         assert_eq!(recs.len(), 2);
@@ -983,7 +1003,7 @@ mod tests {
         bytes.resize(garbage_end, 0);
         let records_at = bytes.len() as u64;
         for i in 0..20u8 {
-            bytes.extend_from_slice(&frame(&[i; 150], 7));
+            bytes.extend_from_slice(&frame(&[i; 150], 7).unwrap());
         }
         fs.write_file(&p, &bytes).unwrap();
         for marks in [false, true] {
@@ -1019,12 +1039,12 @@ mod tests {
     /// (in `dir`), the bytes of `two`'s header and its offset.
     fn live_log(dir: &Path) -> (PathBuf, Vec<u8>, u64) {
         let p = dir.join("000007.wal");
-        let mut bytes = frame(b"one", 7);
+        let mut bytes = frame(b"one", 7).unwrap();
         let at = bytes.len();
-        let two = frame(b"two", 7);
+        let two = frame(b"two", 7).unwrap();
         bytes.extend_from_slice(&[0u8; HEADER_LEN]);
         bytes.extend_from_slice(&two[HEADER_LEN..]);
-        bytes.extend_from_slice(&frame(b"three", 7));
+        bytes.extend_from_slice(&frame(b"three", 7).unwrap());
         bytes.extend_from_slice(&[0u8; 4096]);
         std::fs::write(&p, &bytes).unwrap();
         (p, two[..HEADER_LEN].to_vec(), at as u64)
@@ -1072,8 +1092,8 @@ mod tests {
     fn a_live_log_cut_back_while_it_is_read_ends_there() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("000007.wal");
-        let mut bytes = frame(b"one", 7);
-        bytes.extend_from_slice(&frame(b"two", 7));
+        let mut bytes = frame(b"one", 7).unwrap();
+        bytes.extend_from_slice(&frame(b"two", 7).unwrap());
         let records = bytes.len() as u64;
         bytes.extend_from_slice(&[0u8; 8192]);
         std::fs::write(&p, &bytes).unwrap();
@@ -1120,7 +1140,7 @@ mod tests {
         // (or part of it) after a zero header, and zeros after that.
         let (fs, p, mut bytes) = log_with(&[b"one"]);
         let start = bytes.len();
-        let full = frame(b"a payload the crash cut off", 7);
+        let full = frame(b"a payload the crash cut off", 7).unwrap();
         bytes.extend_from_slice(&[0u8; HEADER_LEN]);
         bytes.extend_from_slice(&full[HEADER_LEN..HEADER_LEN + 10]);
         bytes.extend_from_slice(&[0u8; 4096]);
@@ -1190,7 +1210,7 @@ mod tests {
     #[test]
     fn a_frame_inside_a_cut_records_payload_is_not_a_following_record() {
         // A value that holds a valid frame for this very log, in a record cut short.
-        let inner = frame(b"inside a value", 7);
+        let inner = frame(b"inside a value", 7).unwrap();
         let mut payload = vec![0xabu8; 100];
         payload.extend_from_slice(&inner);
         payload.extend_from_slice(&[0xcd; 100]);

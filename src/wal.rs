@@ -717,7 +717,7 @@ mod tests {
         let mut bytes = Vec::new();
         for &(first, count) in records {
             offsets.push(bytes.len() as u64);
-            bytes.extend_from_slice(&record::frame(&payload(first, count), 3));
+            bytes.extend_from_slice(&record::frame(&payload(first, count), 3).unwrap());
         }
         fs.write_file(&p, &bytes).unwrap();
         let res = replay(&fs, &p, 3, false, |_| Ok(()));
@@ -780,7 +780,7 @@ mod tests {
         let number = wal_number(path);
         let mut bytes = fs.read_file(path).unwrap();
         let offset = bytes.len() as u64;
-        bytes.extend_from_slice(&record::frame(payload, number));
+        bytes.extend_from_slice(&record::frame(payload, number).unwrap());
         fs.write_file(path, &bytes).unwrap();
         let opts = crate::Options::default().file_system(std::sync::Arc::new(fs.clone()));
         (crate::Db::open_with("/db", opts).unwrap_err(), offset)
@@ -929,7 +929,7 @@ mod tests {
         let mut bytes = fs.read_file(&wal).unwrap();
         let mut seq = 3;
         while bytes.len() < 3 * 4096 {
-            bytes.extend_from_slice(&record::frame(&put_payload(seq, &[7; 100]), number));
+            bytes.extend_from_slice(&record::frame(&put_payload(seq, &[7; 100]), number).unwrap());
             seq += 1;
         }
         bytes[4096..8192].fill(0);
@@ -946,7 +946,7 @@ mod tests {
         // A later WAL's record after such a cut was never synced (a WAL is sealed whole before
         // any fsync of the next returns): it is dropped with the cut.
         let later = wal.with_file_name(format!("{:06}.wal", number + 1));
-        let mut later_bytes = record::frame(&put_payload(seq, b"v"), number + 1);
+        let mut later_bytes = record::frame(&put_payload(seq, b"v"), number + 1).unwrap();
         let image = copy.crash_image(crate::fs::CrashImageOptions::PROCESS_CRASH);
         image.write_file(&later, &later_bytes).unwrap();
         let db = crate::Db::open_with("/db", opts(&image)).unwrap();
@@ -959,7 +959,7 @@ mod tests {
         let mut mark = Vec::new();
         put_u64(&mut mark, seq);
         put_u32(&mut mark, 0);
-        later_bytes.extend_from_slice(&record::frame(&mark, number + 1));
+        later_bytes.extend_from_slice(&record::frame(&mark, number + 1).unwrap());
         copy.write_file(&later, &later_bytes).unwrap();
         let e = crate::Db::open_with("/db", opts(&copy)).unwrap_err();
         assert!(

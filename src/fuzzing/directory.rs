@@ -154,7 +154,9 @@ fn fix_records(bytes: &mut [u8], number: u64) {
         else {
             return;
         };
-        let framed = record::frame(&bytes[start..end], number);
+        let Ok(framed) = record::frame(&bytes[start..end], number) else {
+            return;
+        };
         bytes[pos..end].copy_from_slice(&framed);
         pos = end;
     }

@@ -24,6 +24,8 @@ pub(crate) struct BlockBuilder {
     interval: usize,
     last_key: Vec<u8>,
     entries: usize,
+    /// The largest offset a restart point may have: `u32::MAX` (tests set less).
+    restart_limit: usize,
 }
 
 impl BlockBuilder {
@@ -35,12 +37,19 @@ impl BlockBuilder {
             interval: interval.max(1),
             last_key: Vec::new(),
             entries: 0,
+            restart_limit: u32::MAX as usize,
         }
     }
 
-    /// Adds an entry; keys must arrive in increasing internal-key order.
+    /// Adds an entry; keys must arrive in increasing internal-key order. An entry that
+    /// starts past 4 GiB (only an index block of a table of many gigabytes with long keys
+    /// gets there) is never a restart point, as a restart's offset is a `u32`: from there
+    /// on each key is prefix-compressed against the one before, as between the restarts of
+    /// a data block, and a seek scans from the last restart.
     pub(crate) fn add(&mut self, key: &[u8], value: &[u8]) {
-        let shared = if self.since_restart >= self.interval {
+        let restart = self.since_restart >= self.interval
+            && u32::try_from(self.buf.len()).is_ok_and(|at| at as usize <= self.restart_limit);
+        let shared = if restart {
             self.restarts.push(self.buf.len() as u32);
             self.since_restart = 0;
             0
@@ -506,6 +515,37 @@ mod tests {
         let mut out = Vec::new();
         b.finish_into(&mut out);
         Block::parse(Bytes::from(out)).unwrap()
+    }
+
+    #[test]
+    fn entries_past_the_last_offset_a_restart_can_hold_are_prefix_compressed_and_read_back() {
+        let mut b = BlockBuilder::new(1);
+        b.restart_limit = 200;
+        let keys: Vec<Vec<u8>> = (0..40u8)
+            .map(|i| key::encode(&[b'k', b'e', b'y', i], key::trailer(1, ValueKind::Put)))
+            .collect();
+        for k in &keys {
+            b.add(k, b"value");
+        }
+        let mut out = Vec::new();
+        b.finish_into(&mut out);
+        let block = Block::parse_checked(Bytes::from(out)).unwrap();
+        // Every entry up to offset 200 starts a restart, none after; all read back in order.
+        let restarts = (0..).take_while(|&i| block.restart(i).is_some()).count();
+        assert!(restarts > 1 && restarts < keys.len(), "{restarts} restarts");
+        let read: Vec<Bytes> = block
+            .entries_within(usize::MAX)
+            .unwrap()
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(read, keys);
+        let last = keys.last().unwrap();
+        let (found, _) = block
+            .seek(&last[..4], key::trailer(1, ValueKind::Put))
+            .unwrap()
+            .unwrap();
+        assert_eq!(&found[..], &last[..]);
     }
 
     #[test]

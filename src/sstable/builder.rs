@@ -103,6 +103,16 @@ pub(crate) fn shortest_separator(last: &[u8], next: &[u8]) -> Vec<u8> {
     last.to_vec()
 }
 
+/// Property tag 10 for a filter of `bits` per key: `bits * 1000`, rounded, and at least 1
+/// when a filter is built (`bits > 0`).
+fn millibits(bits: f64) -> u64 {
+    if bits > 0.0 {
+        ((bits * 1000.0).round() as u64).max(1)
+    } else {
+        0
+    }
+}
+
 impl TableBuilder {
     /// Creates the file at `path`.
     pub(crate) fn create(fs: &dyn FileSystem, path: &Path, opts: BuildOptions) -> Result<Self> {
@@ -117,8 +127,9 @@ impl TableBuilder {
             index: BlockBuilder::new(1),
             filter: (opts.filter.nominal_bits_per_key() > 0.0).then(FilterBuilder::new),
             props: TableProperties {
-                filter_millibits_per_key: (opts.filter.nominal_bits_per_key().max(0.0) * 1000.0)
-                    .round() as u64,
+                // A filter is built for any bits above 0: its figure is at least 1, as the
+                // format says 0 only for no filter.
+                filter_millibits_per_key: millibits(opts.filter.nominal_bits_per_key()),
                 level: u64::from(opts.level),
                 replayed_wals: opts.replayed_wals,
                 min_seq: u64::MAX,
@@ -318,6 +329,14 @@ mod tests {
 
     fn ik(user: &[u8], seq: u64) -> Vec<u8> {
         encode(user, trailer(seq, ValueKind::Put))
+    }
+
+    #[test]
+    fn a_tiny_filter_does_not_read_as_none_in_its_properties() {
+        assert_eq!(millibits(0.0), 0);
+        assert_eq!(millibits(0.0004), 1);
+        assert_eq!(millibits(10.0), 10_000);
+        assert_eq!(millibits(7.3456), 7_346);
     }
 
     #[test]

@@ -512,7 +512,7 @@ impl VersionSet {
             .create(&path)
             .map_err(|e| io_context("create", &path, e))?;
         let mut log = RecordWriter::new(file);
-        let snapshot = record::frame(&self.snapshot_edit().encode(), number);
+        let snapshot = record::frame(&self.snapshot_edit().encode(), number)?;
         let snapshot_len = snapshot.len() as u64;
         log.append_framed(&snapshot)
             .map_err(|e| io_context("write", &path, e))?;
@@ -578,7 +578,7 @@ impl VersionSet {
             .manifest
             .as_mut()
             .ok_or_else(|| Error::other("no manifest is open for writing").into_poison())?;
-        let framed = record::frame(&edit.encode(), m.number);
+        let framed = record::frame(&edit.encode(), m.number)?;
         let written = m
             .log
             .append_framed(&framed)
@@ -847,7 +847,7 @@ mod validation_tests {
         let mut last = 0;
         for e in edits {
             last = bytes.len() as u64;
-            bytes.extend_from_slice(&record::frame(&e.encode(), n));
+            bytes.extend_from_slice(&record::frame(&e.encode(), n).unwrap());
         }
         mem.write_file(&path, &bytes).unwrap();
         (path, last)
