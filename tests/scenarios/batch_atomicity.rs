@@ -66,9 +66,11 @@ fn concurrent_readers_never_see_half_a_batch() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open_with(dir.path(), common::small_options()).unwrap();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Set once the reader has checked once: the writer starts then.
+    let started = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let reader = {
         let db = db.clone();
-        let stop = stop.clone();
+        let (stop, started) = (stop.clone(), started.clone());
         std::thread::spawn(move || {
             let mut checks = 0;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -78,14 +80,21 @@ fn concurrent_readers_never_see_half_a_batch() {
                 let b = snap.get("b").unwrap();
                 assert_eq!(a, b, "snapshot saw half a batch");
                 let scan: Vec<_> = common::scan_all(db.range("a"..="b"));
-                if scan.len() == 2 {
-                    assert_eq!(scan[0].1, scan[1].1, "scan saw half a batch");
+                // Before the first batch neither key exists; after it, both.
+                match scan.len() {
+                    0 => assert!(a.is_none()),
+                    2 => assert_eq!(scan[0].1, scan[1].1, "scan saw half a batch"),
+                    n => panic!("scan saw {n} of the batch's 2 keys"),
                 }
                 checks += 1;
+                started.store(true, std::sync::atomic::Ordering::Release);
             }
             checks
         })
     };
+    while !started.load(std::sync::atomic::Ordering::Acquire) {
+        std::thread::yield_now();
+    }
     for round in 0..3000u32 {
         let mut b = WriteBatch::new();
         b.insert("a", round.to_string());

@@ -1,9 +1,10 @@
 //! Many threads read while one writes: every read returns a value that was written, never
-//! older than what was acknowledged before the read began.
+//! older than what was acknowledged before the read began, nor than what the same reader
+//! read of that key before.
 use crate::common;
 
 use siltdb::Db;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 #[test]
@@ -14,12 +15,17 @@ fn readers_see_monotonic_acknowledged_values() {
     // acked[k] = highest round acknowledged for key k.
     let acked: Arc<Vec<AtomicU64>> = Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
     let stop = Arc::new(AtomicBool::new(false));
+    // Readers that have read once: the writer starts when all have.
+    let started = Arc::new(AtomicUsize::new(0));
+    const READERS: usize = 4;
     let mut readers = Vec::new();
-    for t in 0..4u64 {
-        let (db, acked, stop) = (db.clone(), acked.clone(), stop.clone());
+    for t in 0..READERS as u64 {
+        let (db, acked, stop, started) = (db.clone(), acked.clone(), stop.clone(), started.clone());
         readers.push(std::thread::spawn(move || {
             let mut rng = common::Rng(t);
             let mut reads = 0u64;
+            // The newest round this reader has read of each key.
+            let mut seen = vec![0u64; KEYS as usize];
             while !stop.load(Ordering::Relaxed) {
                 let k = rng.below(KEYS);
                 let floor = acked[k as usize].load(Ordering::Acquire);
@@ -32,6 +38,15 @@ fn readers_see_monotonic_acknowledged_values() {
                     round >= floor,
                     "key{k:02}: read round {round}, acknowledged {floor}"
                 );
+                assert!(
+                    round >= seen[k as usize],
+                    "key{k:02}: read round {round} after round {}",
+                    seen[k as usize]
+                );
+                seen[k as usize] = round;
+                if reads == 0 {
+                    started.fetch_add(1, Ordering::Release);
+                }
                 if reads.is_multiple_of(50) {
                     let scan = common::scan_all(db.iter());
                     assert!(
@@ -43,6 +58,9 @@ fn readers_see_monotonic_acknowledged_values() {
             }
             reads
         }));
+    }
+    while started.load(Ordering::Acquire) < READERS {
+        std::thread::yield_now();
     }
     let mut rng = common::Rng(99);
     for round in 1..=20_000u64 {
