@@ -92,7 +92,8 @@ fn concurrent_readers_never_see_half_a_batch() {
             checks
         })
     };
-    while !started.load(std::sync::atomic::Ordering::Acquire) {
+    // (A reader that panicked before its first check ends the wait: its join below fails.)
+    while !started.load(std::sync::atomic::Ordering::Acquire) && !reader.is_finished() {
         std::thread::yield_now();
     }
     for round in 0..3000u32 {

@@ -46,17 +46,25 @@ fn load_on_disk(opts: Options, n: u64) -> (tempfile::TempDir, Db) {
 
 #[test]
 fn per_level_vector_sets_bits_by_level() {
+    // A tree of two levels whatever the timing (with background compaction, how many
+    // tables end where they were built depends on how flushes race compactions): a load
+    // compacted whole into the deepest level, then more keys flushed into L0.
     let db = load(
-        Options::default().filter_policy(FilterPolicy::PerLevel(vec![14.0, 12.0, 6.0])),
-        30_000,
+        Options::default()
+            .filter_policy(FilterPolicy::PerLevel(vec![14.0, 12.0, 6.0]))
+            .auto_compaction(false),
+        20_000,
     );
+    db.compact().unwrap();
+    fill(&db, 2_000);
+    assert!(db.levels()[0].tables > 1, "{:?}", db.levels());
     // A Bloom filter takes whole 512-bit lines: a table of n keys built at b bits per key has
-    // between b and b + 512/n (tables of 200 keys or more: these cut at ~250). A table keeps
-    // its filter when a compaction moves it down unchanged, so it may carry the bits of any
-    // level above its own; most carry their own level's.
+    // between b and b + 512/n (tables of 100 keys or more: a flush here holds 128, a
+    // compaction cuts at ~250). A table keeps its filter when a compaction moves it down
+    // unchanged, so it may carry the bits of any level above its own.
     let vector = [14.0, 12.0, 6.0];
     let mut checked = std::collections::BTreeSet::new();
-    for t in db.tables().into_iter().filter(|t| t.entries >= 200) {
+    for t in db.tables().into_iter().filter(|t| t.entries >= 100) {
         let fits = |want: f64| {
             t.filter_bits_per_key >= want && t.filter_bits_per_key < want + 512.0 / t.entries as f64
         };
