@@ -586,7 +586,6 @@ impl SkipList {
     /// seen by any reader that finds the entry (the memtable sets its filter's bits there).
     pub(crate) fn insert_with(&self, key: InternalKey, value: Bytes, first: impl FnOnce()) -> bool {
         let mut w = self.writer.lock();
-        first();
         let height = random_height(&mut w.rng);
         let index = w.next_node;
         // `None` past the capacity, so `index + 1` below fits.
@@ -596,6 +595,8 @@ impl SkipList {
         ) else {
             return false;
         };
+        // Only for an entry that goes in (a refused one counts no bytes).
+        first();
         let link = index + 1;
         let prefix = key.prefix();
         let mut tower = None;

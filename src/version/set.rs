@@ -507,12 +507,13 @@ impl VersionSet {
     fn write_new_manifest_inner(&mut self) -> Result<()> {
         let number = self.checked_file_number()?;
         let path = self.dir.join(filename::manifest_name(number));
+        // Framed first: a snapshot too large for one record leaves no empty manifest behind.
+        let snapshot = record::frame(&self.snapshot_edit().encode(), number)?;
         let file = self
             .fs
             .create(&path)
             .map_err(|e| io_context("create", &path, e))?;
         let mut log = RecordWriter::new(file);
-        let snapshot = record::frame(&self.snapshot_edit().encode(), number)?;
         let snapshot_len = snapshot.len() as u64;
         log.append_framed(&snapshot)
             .map_err(|e| io_context("write", &path, e))?;
@@ -546,6 +547,9 @@ impl VersionSet {
 
     /// Records `edit` durably in the manifest, then makes the resulting version current.
     /// `opened` holds the handles of tables the edit adds.
+    ///
+    /// An edit too large for one log record ([`Error::InvalidArgument`], over 1 GiB) is
+    /// refused before anything is written: the set is as it was.
     ///
     /// On a write or sync failure of the edit, the set refuses every later edit
     /// ([`Error::Poisoned`]): the manifest may be damaged, and a retried fsync proves nothing.
