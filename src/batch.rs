@@ -5,6 +5,7 @@
 
 use crate::range_del::half_open;
 use crate::wal::{self, OpKind};
+use std::cell::Cell;
 use std::ops::{Bound, RangeBounds};
 
 /// Largest key accepted: 64 KiB.
@@ -33,6 +34,23 @@ pub struct WriteBatch {
     pub(crate) invalid: Option<String>,
 }
 
+thread_local! {
+    /// A batch buffer the write path is done with, for [`WriteBatch::for_one`].
+    static SPARE_OPS: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
+
+/// Buffers larger than this are freed rather than kept by [`recycle`].
+const SPARE_OPS_MAX: usize = 4096;
+
+/// Keeps `ops`, a batch's buffer whose contents were copied, emptied, for this thread's next
+/// [`WriteBatch::for_one`] (up to [`SPARE_OPS_MAX`] bytes of capacity; a larger one is freed).
+pub(crate) fn recycle(mut ops: Vec<u8>) {
+    if ops.capacity() > 0 && ops.capacity() <= SPARE_OPS_MAX {
+        ops.clear();
+        let _ = SPARE_OPS.try_with(|s| s.set(ops));
+    }
+}
+
 impl WriteBatch {
     /// An empty batch.
     pub fn new() -> WriteBatch {
@@ -46,6 +64,19 @@ impl WriteBatch {
     pub fn with_capacity(bytes: usize) -> WriteBatch {
         WriteBatch {
             ops: Vec::with_capacity(bytes.min(MAX_BATCH_SIZE)),
+            ..WriteBatch::default()
+        }
+    }
+
+    /// An empty batch with room for `bytes` of one operation, in the buffer of a single
+    /// write this thread led before ([`recycle`]) if there is one: a single write's batch
+    /// is copied into the memtable, and its buffer would otherwise be freed and allocated
+    /// again for the next write.
+    pub(crate) fn for_one(bytes: usize) -> WriteBatch {
+        let mut ops = SPARE_OPS.try_with(Cell::take).unwrap_or_default();
+        ops.reserve(bytes);
+        WriteBatch {
+            ops,
             ..WriteBatch::default()
         }
     }

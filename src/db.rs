@@ -140,7 +140,7 @@ impl Db {
     ) -> Result<()> {
         let (key, value) = (key.as_ref(), value.as_ref());
         check_sizes(key, value).map_err(Error::InvalidArgument)?;
-        let mut b = WriteBatch::with_capacity(key.len() + value.len() + 12);
+        let mut b = WriteBatch::for_one(key.len() + value.len() + 12);
         b.insert(key, value);
         self.write_with(b, opts)
     }
@@ -158,7 +158,7 @@ impl Db {
     pub fn remove_with(&self, key: impl AsRef<[u8]>, opts: WriteOptions) -> Result<()> {
         let key = key.as_ref();
         check_sizes(key, &[]).map_err(Error::InvalidArgument)?;
-        let mut b = WriteBatch::with_capacity(key.len() + 8);
+        let mut b = WriteBatch::for_one(key.len() + 8);
         b.remove(key);
         self.write_with(b, opts)
     }

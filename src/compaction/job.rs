@@ -270,7 +270,7 @@ pub(crate) fn flush_memtable(
         .unwrap_or_default();
     let mut outputs = Outputs::new(ctx, 0, filter, range_dels, None);
     for (k, v) in mem.iter() {
-        outputs.add(&k.user_key, k.trailer, &v)?;
+        outputs.add(&k.user_key, k.trailer, v)?;
     }
     for (meta, handle) in outputs.commit()? {
         out.bytes_written += meta.size;

@@ -581,7 +581,9 @@ impl Core {
         let mut failed = None;
         let mut ranges = Vec::new();
         for (b, _, _) in group.iter_mut() {
-            let encoded = mem.hold(std::mem::take(&mut b.ops));
+            let encoded = mem.hold_from(&mut b.ops);
+            // The batch's buffer, if copied, serves this thread's next single write.
+            crate::batch::recycle(std::mem::take(&mut b.ops));
             wal::walk_ops(&encoded, b.count, |op| {
                 let (key, value) = (encoded.slice_ref(op.key), encoded.slice_ref(op.value));
                 if let Err(e) = apply_op(mem, op.kind, key, value, seq, &mut ranges) {

@@ -429,7 +429,7 @@ fn answerable(db: &Db) -> bool {
     let mut source = 0;
     for mem in std::iter::once(&rs.mem).chain(rs.imms.iter()) {
         for (k, _) in mem.iter().take(MAX_ENTRIES) {
-            note(source, k.user_key, k.trailer);
+            note(source, k.user_key.clone(), k.trailer);
         }
         source += 1;
     }
