@@ -87,7 +87,8 @@ pub(crate) struct Op<K> {
 
 /// Decodes the ops of `count` operations; `None` if the bytes are malformed.
 pub(crate) fn decode_ops(ops: &[u8], count: u32) -> Option<Vec<Op<&[u8]>>> {
-    let mut out = Vec::with_capacity((count as usize).min(ops.len()));
+    // A forged count (up to half the payload's bytes) reserves no more than this up front.
+    let mut out = Vec::with_capacity((count as usize).min(ops.len()).min(1 << 16));
     walk_ops(ops, count, |op| out.push(op)).then_some(out)
 }
 

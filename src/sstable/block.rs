@@ -15,6 +15,12 @@ use bytes::Bytes;
 use std::cmp::Ordering;
 use std::sync::Arc;
 
+/// The most bytes of decoded keys a block built by any siltdb holds per byte of the block: a
+/// key is at most the bytes from its restart point to its own end (its shared prefix comes
+/// from the keys of that run), so each run of `k` entries decodes into at most `k` times its
+/// bytes, and no writer used more than 16 entries a restart (4 since 2026-12-02).
+pub(crate) const KEY_BYTES_PER_BLOCK_BYTE: usize = 16;
+
 /// Builds one block.
 #[derive(Debug)]
 pub(crate) struct BlockBuilder {
@@ -273,8 +279,15 @@ impl Parsed {
 
     fn raw_entry(&self, pos: usize) -> Option<RawEntry> {
         let mut r = Reader::new(self.data.get(pos..self.entries_end)?);
-        let shared = r.varint_len(key::TRAILER_LEN + crate::batch::MAX_KEY_SIZE)?;
+        let max_key = key::TRAILER_LEN + crate::batch::MAX_KEY_SIZE;
+        let shared = r.varint_len(max_key)?;
         let unshared = r.varint_len(self.entries_end)?;
+        // No key is longer than the longest a batch accepts: a longer one would be read, but
+        // written again by a compaction with a shared prefix over the limit above, which
+        // would make its output unreadable.
+        if shared.checked_add(unshared)? > max_key {
+            return None;
+        }
         let vlen = r.varint_len(self.entries_end)?;
         let start = pos + r.pos();
         let kend = start.checked_add(unshared)?;
@@ -331,8 +344,11 @@ impl Parsed {
 
     /// Decodes every entry in order; `None` if any is malformed or the keys do not strictly
     /// increase (in internal-key order): a block out of order would answer seeks wrongly.
+    /// Also `None` if the keys decode into more than [`KEY_BYTES_PER_BLOCK_BYTE`] times the
+    /// block's size, which no writer's block does: a crafted one could otherwise decode a
+    /// megabyte into gigabytes (each key sharing 64 KiB with the one before).
     pub(crate) fn entries(&self) -> Option<Vec<BlockEntry>> {
-        self.entries_within(usize::MAX)
+        self.entries_within(self.data.len().saturating_mul(KEY_BYTES_PER_BLOCK_BYTE))
     }
 
     /// [`entries`](Self::entries), and `None` as soon as the decoded keys hold more than
@@ -546,6 +562,41 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(&found[..], &last[..]);
+    }
+
+    #[test]
+    fn a_block_whose_keys_decode_past_sixteen_times_its_size_is_refused() {
+        // 100 keys of 60,001 bytes that differ in their last byte, all in one restart run
+        // (no writer makes runs this long): ~60 KB of block, 6 MB of keys.
+        let long = |interval: usize, n: u8| {
+            let mut b = BlockBuilder::new(interval);
+            for i in 0..n {
+                let mut u = vec![b'k'; 60_000];
+                u.push(i);
+                b.add(&key::encode(&u, key::trailer(1, ValueKind::Put)), b"v");
+            }
+            let mut out = Vec::new();
+            b.finish_into(&mut out);
+            Block::parse(Bytes::from(out)).unwrap()
+        };
+        let forged = long(1000, 100);
+        assert!(forged.entries_within(usize::MAX).is_some());
+        assert!(forged.entries().is_none());
+        // The same keys in runs of 16 (the longest any writer used) decode within the bound.
+        assert_eq!(long(16, 100).entries().unwrap().len(), 100);
+    }
+
+    #[test]
+    fn a_key_longer_than_any_batch_accepts_is_malformed() {
+        let longest = key::TRAILER_LEN + crate::batch::MAX_KEY_SIZE;
+        for (len, ok) in [(longest, true), (longest + 1, false)] {
+            let mut b = BlockBuilder::new(4);
+            b.add(&vec![b'k'; len], b"v");
+            let mut out = Vec::new();
+            b.finish_into(&mut out);
+            let block = Block::parse(Bytes::from(out)).unwrap();
+            assert_eq!(block.entries().is_some(), ok, "{len}");
+        }
     }
 
     #[test]

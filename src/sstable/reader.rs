@@ -590,7 +590,19 @@ impl TableReader {
                 "read larger than this machine can address",
             )
         })?;
-        let mut buf = vec![0u8; len];
+        // A forged handle can ask for as much as the file's (perhaps sparse) size: an error
+        // if the memory cannot be had, rather than the allocator's abort.
+        let mut buf = Vec::new();
+        buf.try_reserve_exact(len).map_err(|_| {
+            Error::Io(Arc::new(std::io::Error::new(
+                std::io::ErrorKind::OutOfMemory,
+                format!(
+                    "{}: a block of {len} bytes at offset {start} does not fit in memory",
+                    self.path.display()
+                ),
+            )))
+        })?;
+        buf.resize(len, 0);
         self.file()?
             .read_exact_at(&mut buf, start)
             .map_err(|e| io_context("read", &self.path, e))?;

@@ -76,6 +76,7 @@ mod scan_order_tombstones;
 mod sequential_load_moves_tables;
 mod snapshot_isolation;
 mod snapshot_read_counters;
+mod sparse_table_block_too_large;
 mod table_cache_many_tables;
 mod table_opened_by_a_get;
 mod torn_wal_tail;

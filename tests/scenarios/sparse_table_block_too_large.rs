@@ -1,0 +1,54 @@
+//! A table file whose footer claims a properties block of about 1 TiB (a sparse file: the
+//! claim is within the file's size, which is all a handle is checked against before its
+//! block is read) is an error when opened, not an abort in the allocator.
+use crate::common;
+
+use siltdb::fs::{FileSystem, MemFs, OsFs};
+use siltdb::inspect::table::TableReader;
+use siltdb::{Db, Error, Options};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::Arc;
+
+#[test]
+fn a_block_larger_than_memory_is_an_error_not_an_abort() {
+    // A real table, built in memory.
+    let mem = MemFs::new();
+    let db = Db::open_with(
+        "/db",
+        Options::default().file_system(Arc::new(mem.clone()) as Arc<dyn FileSystem>),
+    )
+    .unwrap();
+    for i in 0..100u32 {
+        db.insert(format!("key{i:03}"), "v").unwrap();
+    }
+    db.flush().unwrap();
+    drop(db);
+    let names = mem.list(Path::new("/db")).unwrap();
+    let name = names.iter().find(|n| n.ends_with(".sst")).unwrap();
+    let table = mem.read_file(&Path::new("/db").join(name)).unwrap();
+
+    // The same blocks, then a hole, then the footer 1 TiB into the file, its properties
+    // handle stretched to end where the data ends.
+    const SIZE: u64 = 1 << 40;
+    let mut footer = table[table.len() - 64..].to_vec();
+    let props_offset = u64::from_le_bytes(footer[32..40].try_into().unwrap());
+    let stretched = SIZE - 64 - 5 - props_offset;
+    common::forge_footer(&mut footer, |f| {
+        f[40..48].copy_from_slice(&stretched.to_le_bytes())
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("000001.sst");
+    let file = std::fs::File::create(&path).unwrap();
+    file.write_all_at(&table[..table.len() - 64], 0).unwrap();
+    file.set_len(SIZE).unwrap();
+    file.write_all_at(&footer, SIZE - 64).unwrap();
+    drop(file);
+
+    // (Linux's default overcommit heuristic refuses one allocation larger than memory and
+    // swap together; the allocator used to abort the process on that refusal.)
+    match TableReader::open(&OsFs, &path) {
+        Err(Error::Io(e)) => assert_eq!(e.kind(), std::io::ErrorKind::OutOfMemory, "{e}"),
+        other => panic!("expected an error, got {:?}", other.map(|_| "a reader")),
+    }
+}
