@@ -8,7 +8,14 @@
 //! ops, or after one more (the op in flight). The next cycle continues from there; every 50
 //! cycles a fresh database starts, so that each check replays a bounded history.
 //!
-//! Sizes: `SILT_KILL9_CYCLES` (default 50). Long run:
+//! `kill9_unsynced_mapped_wal` runs such cycles, each on a fresh database (a child acknowledges
+//! some 35,000 ops before its kill), with the default durability
+//! (`sync_writes(false)`) and 4 MiB memtables, so that each WAL runs over several of its 1 MiB
+//! mapped windows (the helper thread allocating the next while the writer copies into the
+//! last) and no fsync hides a write that only reached memory: D2, every acknowledged write
+//! survives a process crash, through the mapped WAL that is the default on ext4, XFS and tmpfs.
+//!
+//! Sizes: `SILT_KILL9_CYCLES` (default 50; 12 unsynced). Long run:
 //! `SILT_KILL9_CYCLES=2000 cargo test --release --all-features --test crash_kill9 -- --ignored`.
 mod common;
 
@@ -25,29 +32,38 @@ const SEED: u64 = 99;
 const EPOCH: u64 = 50;
 
 /// Options of a child or a check: with a small block cache when `cached`, without one when not.
-/// Children and checks alternate, so every reopen changes the setting.
-fn options(cached: bool) -> Options {
-    Options::default()
+/// Children and checks alternate, so every reopen changes the setting. `unsynced`: the
+/// default durability, 4 MiB memtables (WALs of several mapped windows) and the default
+/// table and level sizes (a tree of 16 KiB tables under 4 MiB flushes spends the test's
+/// time compacting).
+fn options(cached: bool, unsynced: bool) -> Options {
+    let o = Options::default()
         .block_cache_size(if cached { 64 << 10 } else { 0 })
-        .sync_writes(true)
+        .l0_compaction_trigger(2);
+    if unsynced {
+        return o.sync_writes(false).memtable_size(4 << 20);
+    }
+    o.sync_writes(true)
         .memtable_size(16 << 10)
         .block_size(1024)
         .level_base_size(64 << 10)
         .target_table_size(16 << 10)
-        .l0_compaction_trigger(2)
 }
 
 /// The child: write ops from `start` on, forever, acknowledging each on stdout.
-fn child(dir: &str, start: u64) -> ! {
+fn child(dir: &str, start: u64, unsynced: bool) -> ! {
     let cached = std::env::var("SILT_KILL9_CACHE").is_ok_and(|v| v == "1");
-    let db = Db::open_with(dir, options(cached)).expect("child open");
+    let db = Db::open_with(dir, options(cached, unsynced)).expect("child open");
+    // (A compaction of a range flushes the memtable first: unsynced, rarely, so that the
+    // memtable and its WAL grow over several windows.)
+    let compact_every = if unsynced { 50_000 } else { 200 };
     // (libtest has printed "test NAME ... " without a newline before this line starts.)
     println!("child open");
     let mut i = start;
     loop {
         history::op(SEED, i).run(&db).expect("child write");
         println!("ack {i}");
-        if i % 200 == 199 {
+        if i % compact_every == compact_every - 1 {
             // A manual compaction of a key range, so that kills land inside its rewrites too.
             let lo = history::new_key(i / 2);
             db.compact_range(lo..history::new_key(i))
@@ -57,12 +73,12 @@ fn child(dir: &str, start: u64) -> ! {
     }
 }
 
-fn run_cycles(cycles: u64, name: &str) {
+fn run_cycles(cycles: u64, name: &str, unsynced: bool) {
     if let (Ok(dir), Ok(start)) = (
         std::env::var("SILT_KILL9_DIR"),
         std::env::var("SILT_KILL9_START"),
     ) {
-        child(&dir, start.parse().unwrap());
+        child(&dir, start.parse().unwrap(), unsynced);
     }
     let tmp = tempfile::tempdir().unwrap();
     let exe = std::env::current_exe().unwrap();
@@ -75,10 +91,13 @@ fn run_cycles(cycles: u64, name: &str) {
     for cycle in 0..cycles {
         // A fresh database every EPOCH cycles keeps each judgment (a replay of the history so
         // far) bounded; within an epoch, crashes chain: crash, recover, write, crash again.
-        if cycle % EPOCH == 0 {
+        // Unsynced, a child writes some 25,000 ops before its kill: a fresh database every
+        // cycle.
+        let epoch = if unsynced { 1 } else { EPOCH };
+        if cycle % epoch == 0 {
             dir = tmp
                 .path()
-                .join(format!("epoch-{}", cycle / EPOCH))
+                .join(format!("epoch-{}", cycle / epoch))
                 .to_str()
                 .unwrap()
                 .to_string();
@@ -127,7 +146,7 @@ fn run_cycles(cycles: u64, name: &str) {
         };
         acked_total += acked - next;
         // Reopen and judge.
-        let db = Db::open_with(Path::new(&dir), options(cycle % 2 == 1))
+        let db = Db::open_with(Path::new(&dir), options(cycle % 2 == 1, unsynced))
             .unwrap_or_else(|e| panic!("cycle {cycle}: open failed (D5): {e}"));
         opened += 1;
         let state =
@@ -177,7 +196,16 @@ fn kill9_crash_recovery() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(50);
-    run_cycles(cycles, "kill9_crash_recovery");
+    run_cycles(cycles, "kill9_crash_recovery", false);
+}
+
+#[test]
+fn kill9_unsynced_mapped_wal() {
+    let cycles = std::env::var("SILT_KILL9_CYCLES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(12);
+    run_cycles(cycles, "kill9_unsynced_mapped_wal", true);
 }
 
 #[test]
@@ -187,5 +215,5 @@ fn kill9_crash_recovery_long() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(2000);
-    run_cycles(cycles, "kill9_crash_recovery_long");
+    run_cycles(cycles, "kill9_crash_recovery_long", false);
 }

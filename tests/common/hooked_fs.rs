@@ -138,7 +138,8 @@ impl WritableFile for HookedWrite {
 }
 
 /// A [`HookedFs`] over a new `MemFs` that, once `armed` is set, holds the first directory
-/// fsync made by the thread named `thread` (a memtable rotation's, for a writer thread):
+/// fsync made by the thread named `thread` (a memtable rotation's is the seal thread's,
+/// `siltdb-wal-seal`):
 /// it sends on `entered`'s channel, then waits for a message on `release` (or 20 s).
 pub struct HeldDirSync {
     pub fs: HookedFs,
