@@ -59,6 +59,30 @@ fn power_loss_crash_points_second_shard() {
     power_loss_crash_points(common::crash::Shard { index: 1, count: 2 });
 }
 
+/// D1 through the per-write choice rather than `Db::sync`: every 13th op is written with
+/// `WriteOptions::sync(true)`, every other with `sync(false)` (`sync_writes` is off), and the
+/// four models' images at every crash point must keep every op a synced write returned from.
+#[test]
+fn power_loss_crash_points_with_per_write_syncs() {
+    use common::crash::{four_models, run_models_synced_by, Shard, SyncBy};
+    let r = run_models_synced_by(
+        9,
+        common::env_u64("SILT_CRASH_OPS", 1500) / 2,
+        common::env_u64("SILT_CRASH_EVERY", 6) * 2,
+        common::env_u64("SILT_RECOVERY_EVERY", 40),
+        Shard::ALL,
+        SyncBy::ThePerWriteChoice,
+        four_models,
+    );
+    println!("{}", r.card("power loss, per-write syncs"));
+    assert!(
+        r.crash_points >= 100,
+        "too few crash points: {}",
+        r.crash_points
+    );
+    assert_eq!(r.problems(), 0, "{}", r.first_problem.unwrap_or_default());
+}
+
 #[test]
 fn power_loss_crash_points_with_a_block_cache() {
     let r = common::crash::run_with_recovery(

@@ -254,20 +254,25 @@ pub fn run_with_recovery_shard(
     recovery_every: u64,
     shard: Shard,
 ) -> Report {
-    run_models(seed, ops, every, recovery_every, shard, |n| {
-        vec![
-            CrashImageOptions::POWER_LOSS,
-            CrashImageOptions {
-                unsynced_data: UnsyncedData::RandomPrefix { seed: n },
-                keep_unsynced_dir_entries: n.is_multiple_of(2),
-            },
-            CrashImageOptions {
-                unsynced_data: UnsyncedData::ZeroTail { seed: n },
-                keep_unsynced_dir_entries: false,
-            },
-            CrashImageOptions::PROCESS_CRASH,
-        ]
-    })
+    run_models(seed, ops, every, recovery_every, shard, four_models)
+}
+
+/// The four crash models of [`run`] for the `n`-th crash point: power loss, synced data plus
+/// a random prefix of the unsynced (and, every other point, the unsynced directory entries),
+/// unsynced pages zeroed from a page boundary on, and a process crash.
+pub fn four_models(n: u64) -> Vec<CrashImageOptions> {
+    vec![
+        CrashImageOptions::POWER_LOSS,
+        CrashImageOptions {
+            unsynced_data: UnsyncedData::RandomPrefix { seed: n },
+            keep_unsynced_dir_entries: n.is_multiple_of(2),
+        },
+        CrashImageOptions {
+            unsynced_data: UnsyncedData::ZeroTail { seed: n },
+            keep_unsynced_dir_entries: false,
+        },
+        CrashImageOptions::PROCESS_CRASH,
+    ]
 }
 
 /// The history of [`run`], checking the crash images that `models` names for the `n`-th crash
@@ -278,6 +283,37 @@ pub fn run_models(
     every: u64,
     recovery_every: u64,
     shard: Shard,
+    models: impl Fn(u64) -> Vec<CrashImageOptions> + Send + Sync + 'static,
+) -> Report {
+    run_models_synced_by(
+        seed,
+        ops,
+        every,
+        recovery_every,
+        shard,
+        SyncBy::DbSync,
+        models,
+    )
+}
+
+/// How the history of [`run_models`] makes every 13th op durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncBy {
+    /// A `Db::sync()` after the op.
+    DbSync,
+    /// The op itself, written with `WriteOptions::sync(true)` (every other op with
+    /// `sync(false)`, the database's `sync_writes` being off).
+    ThePerWriteChoice,
+}
+
+/// [`run_models`], with every 13th op made durable as `sync_by` says.
+pub fn run_models_synced_by(
+    seed: u64,
+    ops: u64,
+    every: u64,
+    recovery_every: u64,
+    shard: Shard,
+    sync_by: SyncBy,
     models: impl Fn(u64) -> Vec<CrashImageOptions> + Send + Sync + 'static,
 ) -> Report {
     let fs = MemFs::new();
@@ -309,10 +345,20 @@ pub fn run_models(
     let mut synced = 0;
     for i in 0..ops {
         fs.set_tag(pack(i, synced));
-        history::op(seed, i).run(&db).expect("write");
+        let sync_point = i % 13 == 12;
+        match sync_by {
+            SyncBy::DbSync => history::op(seed, i).run(&db),
+            SyncBy::ThePerWriteChoice => {
+                history::op(seed, i).run_with(&db, siltdb::WriteOptions::new().sync(sync_point))
+            }
+        }
+        .expect("write");
         fs.set_tag(pack(i + 1, synced));
-        if i % 13 == 12 {
-            db.sync().expect("sync");
+        if sync_point {
+            if sync_by == SyncBy::DbSync {
+                db.sync().expect("sync");
+            }
+            // Durable on return: the write (and every one before it) was fsynced.
             synced = i + 1;
             fs.set_tag(pack(i + 1, synced));
         }

@@ -1,6 +1,8 @@
 //! Power loss while several writers fill memtables that rotate every few KiB: every image
 //! must reopen, hold each writer's writes as a prefix of what that writer wrote (no holes),
-//! and keep every write that asked for a sync and was acknowledged before the image.
+//! and keep every write that asked for a sync and was acknowledged before the image, and
+//! every write of any writer acknowledged before such a synced write began (an fsync covers
+//! every earlier write, in whichever WAL a rotation left it).
 
 use crate::common;
 
@@ -24,13 +26,17 @@ fn power_loss_images_during_concurrent_rotations_are_prefixes() {
     let fs = MemFs::new();
     // 4 KiB memtables: a rotation every ~30 writes, under four concurrent writers.
     let db = Arc::new(Db::open_with(dir, common::mem_options(&fs)).unwrap());
-    let synced: Arc<Vec<AtomicI64>> = Arc::new((0..WRITERS).map(|_| AtomicI64::new(-1)).collect());
+    let atomics =
+        || -> Arc<Vec<AtomicI64>> { Arc::new((0..WRITERS).map(|_| AtomicI64::new(-1)).collect()) };
+    // The last write of each writer acknowledged so far, and the last that a returned synced
+    // write covers (its own writer's, or another's acknowledged before it began).
+    let (acked, synced) = (atomics(), atomics());
     // Images taken so far: each writer waits halfway for three, so that a fast machine, which
     // does all the writes in a few milliseconds, still has images from the middle of the run.
     let taken = Arc::new(AtomicUsize::new(0));
     let mut writers = Vec::new();
     for t in 0..WRITERS {
-        let (db, synced, taken) = (db.clone(), synced.clone(), taken.clone());
+        let (db, acked, synced, taken) = (db.clone(), acked.clone(), synced.clone(), taken.clone());
         writers.push(std::thread::spawn(move || {
             for i in 0..PER_WRITER {
                 if i == PER_WRITER / 2 {
@@ -41,10 +47,15 @@ fn power_loss_images_during_concurrent_rotations_are_prefixes() {
                 }
                 // Writer 0 syncs every 10th write, writer 1 every 25th; the others never do.
                 let sync = (t == 0 && i % 10 == 9) || (t == 1 && i % 25 == 24);
+                let before: Vec<i64> = acked.iter().map(|a| a.load(Ordering::SeqCst)).collect();
                 db.insert_with(key(t, i), format!("v{i}"), WriteOptions::new().sync(sync))
                     .unwrap();
+                acked[t].store(i, Ordering::SeqCst);
                 if sync {
-                    synced[t].store(i, Ordering::SeqCst);
+                    for (u, b) in before.into_iter().enumerate() {
+                        synced[u].fetch_max(b, Ordering::SeqCst);
+                    }
+                    synced[t].fetch_max(i, Ordering::SeqCst);
                 }
             }
         }));
@@ -80,7 +91,7 @@ fn power_loss_images_during_concurrent_rotations_are_prefixes() {
             }
             assert!(
                 p > synced_floor,
-                "image {n}: writer {t}'s synced write {synced_floor} lost (kept {p})"
+                "image {n}: writer {t}'s write {synced_floor}, covered by a sync, lost (kept {p})"
             );
             if p < PER_WRITER {
                 lost_something = true;
