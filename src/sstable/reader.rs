@@ -29,6 +29,16 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// The largest properties block a table holds: two keys of at most 65,545 bytes (a range
+/// tombstone's unbounded end, 65,537 bytes, and its trailer) and a few dozen numbers, with
+/// room to spare.
+const MAX_PROPERTIES_BLOCK: u64 = 1 << 20;
+
+/// The largest data block a table holds: `block_size` (at most 16 MiB) and the one entry
+/// that passed it (a key of 64 KiB and a value of 256 MiB), with room for its lengths and
+/// the restart array.
+const MAX_DATA_BLOCK: u64 =
+    (16 << 20) + (crate::batch::MAX_KEY_SIZE + crate::batch::MAX_VALUE_SIZE) as u64 + (1 << 20);
 /// What one operation on tables cost: data blocks it needed (from the cache or a file), bytes
 /// read from files, and block-cache hits and misses.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -551,6 +561,24 @@ impl TableReader {
 
     /// Checks that block `h` (with its trailer) lies inside the data area.
     fn check_handle(&self, h: BlockHandle, kind: BlockKind) -> Result<u64> {
+        // Blocks no writer makes this large are refused before memory is taken for them (a
+        // forged handle within a large or sparse file would otherwise be read whole).
+        let largest = match kind {
+            BlockKind::Properties => MAX_PROPERTIES_BLOCK,
+            BlockKind::Data => MAX_DATA_BLOCK,
+            BlockKind::Index | BlockKind::Filter | BlockKind::RangeDel => u64::MAX,
+        };
+        if h.size > largest {
+            return Err(Error::corruption(
+                &self.path,
+                h.offset,
+                format!(
+                    "{} block of {} bytes, larger than any table holds ({largest})",
+                    kind.name(),
+                    h.size
+                ),
+            ));
+        }
         match h.checked_end() {
             Some(end) if end <= self.data_end() => Ok(end),
             _ => Err(Error::corruption(

@@ -83,7 +83,7 @@ fn forged_footers() {
             Box::new(|f: &mut [u8]| f[8..16].copy_from_slice(&(1u64 << 63).to_le_bytes())),
         ),
         (
-            "past the end",
+            "larger than any table holds",
             Box::new(|f: &mut [u8]| f[40..48].copy_from_slice(&u64::MAX.to_le_bytes())),
         ),
         // A filter handle whose end wraps around 2^64 (`sst filter` reads it on its own).

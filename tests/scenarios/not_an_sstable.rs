@@ -115,7 +115,12 @@ fn every_kind_of_non_table_is_a_typed_error_with_bounded_allocation() {
         (
             "properties length of 2^64-1",
             Box::new(|f| f[40..48].copy_from_slice(&u64::MAX.to_le_bytes())),
-            "past the end",
+            "larger than any table holds",
+        ),
+        (
+            "properties length of 2 MiB",
+            Box::new(|f| f[40..48].copy_from_slice(&(2u64 << 20).to_le_bytes())),
+            "larger than any table holds",
         ),
     ];
     for (name, forge, expect) in forged {

@@ -1,5 +1,5 @@
-//! A table file whose footer claims a properties block of about 1 TiB (a sparse file: the
-//! claim is within the file's size, which is all a handle is checked against before its
+//! A table file whose footer claims an index block of about 1 TiB (a sparse file: the claim
+//! is within the file's size, which is all an index handle is checked against before its
 //! block is read) is an error when opened, not an abort in the allocator.
 use crate::common;
 
@@ -28,14 +28,14 @@ fn a_block_larger_than_memory_is_an_error_not_an_abort() {
     let name = names.iter().find(|n| n.ends_with(".sst")).unwrap();
     let table = mem.read_file(&Path::new("/db").join(name)).unwrap();
 
-    // The same blocks, then a hole, then the footer 1 TiB into the file, its properties
-    // handle stretched to end where the data ends.
+    // The same blocks, then a hole, then the footer 1 TiB into the file, its index handle
+    // stretched to end where the data ends.
     const SIZE: u64 = 1 << 40;
     let mut footer = table[table.len() - 64..].to_vec();
-    let props_offset = u64::from_le_bytes(footer[32..40].try_into().unwrap());
-    let stretched = SIZE - 64 - 5 - props_offset;
+    let index_offset = u64::from_le_bytes(footer[0..8].try_into().unwrap());
+    let stretched = SIZE - 64 - 5 - index_offset;
     common::forge_footer(&mut footer, |f| {
-        f[40..48].copy_from_slice(&stretched.to_le_bytes())
+        f[8..16].copy_from_slice(&stretched.to_le_bytes())
     });
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("000001.sst");
