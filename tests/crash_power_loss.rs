@@ -73,6 +73,7 @@ fn power_loss_crash_points_with_per_write_syncs() {
         Shard::ALL,
         SyncBy::ThePerWriteChoice,
         four_models,
+        |_| siltdb::fs::CrashImageOptions::PROCESS_CRASH,
     );
     println!("{}", r.card("power loss, per-write syncs"));
     assert!(

@@ -19,14 +19,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The `crash_power_loss.rs` workload, history `seed`, every crash point checked under two
-/// `LostPages` images.
+/// `LostPages` images; every 40th also crashed again at each file-system operation of the
+/// recovery from a `LostPages` image (a crash while replaying a WAL with a page lost in it).
 fn lost_pages_run(seed: u64, name: &str) {
-    let r = common::crash::run_models(
+    let r = common::crash::run_models_synced_by(
         seed,
         common::env_u64("SILT_CRASH_OPS", 1500),
         common::env_u64("SILT_CRASH_EVERY", 6),
-        0,
+        common::env_u64("SILT_RECOVERY_EVERY", 40),
         common::crash::Shard::ALL,
+        common::crash::SyncBy::DbSync,
         |n| {
             (0..2)
                 .map(|k| CrashImageOptions {
@@ -34,6 +36,10 @@ fn lost_pages_run(seed: u64, name: &str) {
                     keep_unsynced_dir_entries: k == 1,
                 })
                 .collect()
+        },
+        |n| CrashImageOptions {
+            unsynced_data: UnsyncedData::LostPages { seed: n * 2 + 1 },
+            keep_unsynced_dir_entries: false,
         },
     );
     println!("{}", r.card(name));

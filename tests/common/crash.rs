@@ -104,12 +104,18 @@ fn check_image(seed: u64, point: &CrashPoint, mode: CrashImageOptions, report: &
     );
 }
 
-/// Crashes during recovery: a process crash at `point`, then the next open (which replays the
-/// WALs, writes a table and a new manifest) is itself interrupted by a power loss at each of
-/// its file-system operations. The synced writes of the original history must survive both.
-fn check_recovery_crashes(seed: u64, point: &CrashPoint, report: &Mutex<Report>) {
+/// Crashes during recovery: a crash at `point` (`first`: a process crash for [`run`]), then
+/// the next open (which replays the WALs, writes a table and a new manifest) is itself
+/// interrupted by a power loss at each of its file-system operations. The synced writes of
+/// the original history must survive both.
+fn check_recovery_crashes(
+    seed: u64,
+    point: &CrashPoint,
+    first: CrashImageOptions,
+    report: &Mutex<Report>,
+) {
     let (acked, synced) = unpack(point.tag);
-    let crashed = point.fs.crash_image(CrashImageOptions::PROCESS_CRASH);
+    let crashed = point.fs.crash_image(first);
     let inner: Arc<Mutex<Vec<CrashPoint>>> = Arc::new(Mutex::new(Vec::new()));
     let sink = inner.clone();
     crashed.set_crash_hook(1, Some(Arc::new(move |p: CrashPoint| sink.lock().push(p))));
@@ -293,6 +299,7 @@ pub fn run_models(
         shard,
         SyncBy::DbSync,
         models,
+        |_| CrashImageOptions::PROCESS_CRASH,
     )
 }
 
@@ -306,7 +313,10 @@ pub enum SyncBy {
     ThePerWriteChoice,
 }
 
-/// [`run_models`], with every 13th op made durable as `sync_by` says.
+/// [`run_models`], with every 13th op made durable as `sync_by` says, and the crashes
+/// during recovery at every `recovery_every`-th point starting from `recover_from(n)`'s image
+/// of it (a process crash in [`run_models`]).
+#[allow(clippy::too_many_arguments)]
 pub fn run_models_synced_by(
     seed: u64,
     ops: u64,
@@ -315,6 +325,7 @@ pub fn run_models_synced_by(
     shard: Shard,
     sync_by: SyncBy,
     models: impl Fn(u64) -> Vec<CrashImageOptions> + Send + Sync + 'static,
+    recover_from: fn(u64) -> CrashImageOptions,
 ) -> Report {
     let fs = MemFs::new();
     let report = Arc::new(Mutex::new(Report::default()));
@@ -336,7 +347,7 @@ pub fn run_models_synced_by(
                 check_image(seed, &p, mode, &r2);
             }
             if recovery_every > 0 && n.is_multiple_of(recovery_every) {
-                check_recovery_crashes(seed, &p, &r2);
+                check_recovery_crashes(seed, &p, recover_from(n), &r2);
             }
         })),
     );
