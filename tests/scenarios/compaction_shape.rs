@@ -79,11 +79,28 @@ fn writers_wait_at_the_stop_trigger_instead_of_failing() {
         .l0_stop_trigger(2)
         .max_immutable_memtables(1);
     let db = open(opts);
+    // L0's table count, sampled while the writer runs: the trigger must hold throughout, not
+    // only once the load is over.
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let (db, done) = (db.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut most = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                most = most.max(db.levels()[0].tables);
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            most
+        })
+    };
     let mut rng = common::Rng(11);
     for _ in 0..20_000 {
         db.insert(format!("{:016x}", rng.next()), [3u8; 50])
             .unwrap();
     }
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let most = sampler.join().unwrap();
+    assert!(most <= 3, "L0 held {most} tables during the load");
     let s = db.stats();
     assert!(s.write_slowdowns > 0, "{s:?}");
     // Writers waited, not only slowed down (`write_stops` counts waits at the L0 stop trigger
