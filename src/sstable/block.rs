@@ -53,8 +53,7 @@ impl BlockBuilder {
     /// on each key is prefix-compressed against the one before, as between the restarts of
     /// a data block, and a seek scans from the last restart.
     pub(crate) fn add(&mut self, key: &[u8], value: &[u8]) {
-        let restart = self.since_restart >= self.interval
-            && u32::try_from(self.buf.len()).is_ok_and(|at| at as usize <= self.restart_limit);
+        let restart = self.since_restart >= self.interval && self.buf.len() <= self.restart_limit;
         let shared = if restart {
             self.restarts.push(self.buf.len() as u32);
             self.since_restart = 0;

@@ -225,8 +225,9 @@ pub struct TableReader {
 impl TableReader {
     /// Opens and verifies the table at `path`, holding its file open.
     ///
-    /// Errors: [`Error::Io`] if it cannot be read, [`Error::Corruption`] naming the offset of
-    /// a bad footer, index, filter or properties block.
+    /// Errors: [`Error::Io`] if it cannot be read (of kind `OutOfMemory` for a block larger
+    /// than the memory the allocator grants), [`Error::Corruption`] naming the offset of a bad
+    /// footer, index, filter or properties block, or of one larger than any table holds.
     pub fn open(fs: &dyn FileSystem, path: &Path) -> Result<TableReader> {
         let file = fs.open(path).map_err(|e| io_context("open", path, e))?;
         TableReader::open_source(Source::Pinned(file), path)

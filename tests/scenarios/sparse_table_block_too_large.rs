@@ -3,30 +3,15 @@
 //! block is read) is an error when opened, not an abort in the allocator.
 use crate::common;
 
-use siltdb::fs::{FileSystem, MemFs, OsFs};
+use siltdb::fs::OsFs;
 use siltdb::inspect::table::TableReader;
-use siltdb::{Db, Error, Options};
+use siltdb::Error;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
-use std::sync::Arc;
 
 #[test]
 fn a_block_larger_than_memory_is_an_error_not_an_abort() {
-    // A real table, built in memory.
-    let mem = MemFs::new();
-    let db = Db::open_with(
-        "/db",
-        Options::default().file_system(Arc::new(mem.clone()) as Arc<dyn FileSystem>),
-    )
-    .unwrap();
-    for i in 0..100u32 {
-        db.insert(format!("key{i:03}"), "v").unwrap();
-    }
-    db.flush().unwrap();
-    drop(db);
-    let names = mem.list(Path::new("/db")).unwrap();
-    let name = names.iter().find(|n| n.ends_with(".sst")).unwrap();
-    let table = mem.read_file(&Path::new("/db").join(name)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let table = std::fs::read(common::build_tables(dir.path(), 100, 10.0)).unwrap();
 
     // The same blocks, then a hole, then the footer 1 TiB into the file, its index handle
     // stretched to end where the data ends.
@@ -37,8 +22,7 @@ fn a_block_larger_than_memory_is_an_error_not_an_abort() {
     common::forge_footer(&mut footer, |f| {
         f[8..16].copy_from_slice(&stretched.to_le_bytes())
     });
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("000001.sst");
+    let path = dir.path().join("stretched.sst");
     let file = std::fs::File::create(&path).unwrap();
     file.write_all_at(&table[..table.len() - 64], 0).unwrap();
     file.set_len(SIZE).unwrap();
