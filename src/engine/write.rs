@@ -3,10 +3,11 @@
 //! when any of them asked for one), inserts them into the memtable and publishes their
 //! sequence numbers. Every writer waits on a [`Waiter`] of its own, never on the state lock:
 //! the leader hands each writer of its group its outcome, and hands the lead to the writer
-//! at the front of the queue. A writer whose write waits for an fsync yields the CPU for a
-//! while, polling, before it sleeps (see [`MAX_YIELD`]). A leader of a synced group may wait
-//! briefly for the writers of the last one to queue again; the writer whose arrival makes
-//! that group whole leads it at once instead of waking the one that waits. An unsynced write
+//! at the front of the queue. A writer whose own write is synced, and a leader that gathers
+//! its synced group, yield the CPU for a while, polling, before they sleep (see
+//! [`MAX_YIELD`]). A leader of a synced group may wait briefly for the writers of the last
+//! one to queue again; the writer whose arrival makes that group whole leads it at once
+//! instead of waking the one that waits. An unsynced write
 //! that finds no leader leads at once without queueing (a single writer thread never touches
 //! the queue). A full memtable is sealed and a new WAL started (the old WAL is sealed by the
 //! seal thread of [`super::seal`], or here for `flush`); `flush` waits for the flush thread
@@ -22,7 +23,7 @@ use crate::range_del::{Fragments, RangeTombstone};
 use crate::stats::Counters;
 use crate::wal::{self, OpKind, WalSeal, WalWriter};
 use crate::write_options::WriteOptions;
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -83,7 +84,7 @@ pub(super) struct Waiter {
     signal: Mutex<Signal>,
     cv: Condvar,
     /// Bumped (under `signal`'s lock) each time `signal` is set: what a writer polls while it
-    /// yields before it sleeps (see [`poll_yielding`]).
+    /// yields before it sleeps (see [`Yielder`]).
     news: AtomicU64,
 }
 
@@ -138,12 +139,6 @@ impl Waiter {
         self.news.load(Ordering::Relaxed)
     }
 
-    /// Yields until `news` moves past `seen` (true), or gives up as [`poll_yielding`] does
-    /// (false).
-    fn poll_news(&self, seen: u64) -> bool {
-        poll_yielding(|| self.news.load(Ordering::Acquire) != seen)
-    }
-
     /// Drops whatever the waiter holds (after a panic, so that nothing reaches the thread's
     /// next write).
     fn forget(&self) {
@@ -155,11 +150,12 @@ impl Waiter {
     }
 
     /// Waits until the writer's request is finished or it must lead.
-    /// A writer whose write waits for an fsync (`yielding`) yields first, for a while (see
-    /// [`poll_yielding`]), before it sleeps: the CPUs are idle during the fsync.
+    /// A writer whose own write is synced (`yielding`) yields first, polling, for as long as
+    /// a [`Yielder`] allows, before it sleeps: its group waits for an fsync, during which the
+    /// CPUs are idle. News that is not for it (a poke) does not end its yielding.
     fn wait(&self, yielding: bool) -> Turn {
         let mut s = self.signal.lock();
-        let mut polled = !yielding;
+        let mut yielder = yielding.then(Yielder::new);
         loop {
             if let Some(outcome) = s.outcome.take() {
                 return Turn::Done(outcome);
@@ -167,11 +163,12 @@ impl Waiter {
             if std::mem::take(&mut s.lead) {
                 return Turn::Lead;
             }
-            if !polled {
-                polled = true;
+            if let Some(y) = yielder.as_mut() {
                 let seen = self.news_now();
                 drop(s);
-                self.poll_news(seen);
+                if !y.poll(|| self.news.load(Ordering::Acquire) != seen) {
+                    yielder = None;
+                }
                 s = self.signal.lock();
                 continue;
             }
@@ -184,15 +181,17 @@ impl Waiter {
     /// neither it nor the lead.
     fn wait_gather(&self, deadline: Instant) -> bool {
         let mut s = self.signal.lock();
-        let mut polled = false;
+        let mut yielder = Some(Yielder::new());
         while s.outcome.is_none() && !s.poked {
-            if !polled {
-                polled = true;
+            if let Some(y) = yielder.as_mut() {
                 let seen = self.news_now();
                 drop(s);
-                poll_yielding(|| {
+                let news = y.poll(|| {
                     self.news.load(Ordering::Acquire) != seen || Instant::now() >= deadline
                 });
+                if !news || Instant::now() >= deadline {
+                    yielder = None;
+                }
                 s = self.signal.lock();
                 continue;
             }
@@ -204,45 +203,70 @@ impl Waiter {
     }
 }
 
-/// The longest a queued writer yields the CPU, polling for its turn, before it sleeps on its
-/// waiter's condition variable (as RocksDB's writers do, `write_thread_max_yield_usec`).
-/// Waking a sleeping thread is a system call by the leader and a trip through the scheduler
-/// for the woken one, paid once per follower per group: with eight synced writers on two
-/// vCPUs those wake-ups took a third of each group's time. A group's fsync (tens of
-/// microseconds here) usually ends within this; a slower one leaves its followers asleep,
-/// where the wake-up is small beside the fsync.
+/// The longest a queued writer yields the CPU in one wait, polling for its turn, before it
+/// sleeps on its waiter's condition variable (as RocksDB's writers do,
+/// `write_thread_max_yield_usec`, 100 us as well). Waking a sleeping thread is a system call
+/// by the leader and a trip through the scheduler for the woken one, paid once per follower
+/// per group: with eight synced writers on two vCPUs, most of the 23-28 us each group spent
+/// outside its fsync (15-18 us with yielding). A group's fsync (tens of microseconds here)
+/// usually ends within this; a slower one leaves its followers asleep, where the wake-up is
+/// small beside the fsync.
 const MAX_YIELD: Duration = Duration::from_micros(100);
 
 /// A yield that took at least this long gave the CPU to a thread with work to do (a
-/// compaction, the leader, another process), not to a writer that polls as well.
+/// compaction, the leader, another process), not to a writer that polls as well (RocksDB's
+/// `write_thread_slow_yield_usec` is this threshold, 3 us there).
 const SLOW_YIELD: Duration = Duration::from_micros(20);
 
-/// After this many slow yields ([`SLOW_YIELD`]) a writer stops yielding and sleeps: the CPU
-/// is wanted (RocksDB's writers stop after 3 as well, `write_thread_slow_yield_usec`). Eight
-/// synced writers on two vCPUs measured the same with the guard at 3 us, at 20 us and
-/// without it (medians of 6 interleaved runs, 120-123k writes/s, against 103k for sleeping
-/// at once).
+/// After this many slow yields ([`SLOW_YIELD`]) in one wait a writer stops yielding and
+/// sleeps: the CPU is wanted (RocksDB's `kMaxSlowYieldsWhileSpinning` is 3 as well). Eight
+/// synced writers on two vCPUs measured the same with the threshold at 3 us, at 20 us and
+/// without the guard (`docs/benchmarks.md` section 8, session 26).
 const SLOW_YIELDS: u32 = 3;
 
-/// Calls `done` between yields of the CPU until it is true (returns true), or [`MAX_YIELD`]
-/// has passed or [`SLOW_YIELDS`] yields were slow (false).
-fn poll_yielding(done: impl Fn() -> bool) -> bool {
-    let start = Instant::now();
-    let mut last = start;
-    let mut slow = 0;
-    loop {
-        if done() {
-            return true;
+/// One wait's yielding: the time and the slow yields it has used ([`MAX_YIELD`],
+/// [`SLOW_YIELDS`]), across polls.
+struct Yielder {
+    start: Instant,
+    budget: Duration,
+    slow: u32,
+}
+
+impl Yielder {
+    fn new() -> Yielder {
+        Yielder::with_budget(MAX_YIELD)
+    }
+
+    fn with_budget(budget: Duration) -> Yielder {
+        Yielder {
+            start: Instant::now(),
+            budget,
+            slow: 0,
         }
-        let now = Instant::now();
-        if now - last >= SLOW_YIELD {
-            slow += 1;
+    }
+
+    /// Calls `done` between yields of the CPU until it is true (returns true), or until the
+    /// budget is spent or [`SLOW_YIELDS`] yields were slow (false; every later poll returns
+    /// false as soon as `done` is not true).
+    fn poll(&mut self, done: impl Fn() -> bool) -> bool {
+        self.poll_with(done, std::thread::yield_now)
+    }
+
+    /// [`poll`](Self::poll), yielding with `yield_cpu` (tests make it slow).
+    fn poll_with(&mut self, done: impl Fn() -> bool, yield_cpu: impl Fn()) -> bool {
+        loop {
+            if done() {
+                return true;
+            }
+            let before = Instant::now();
+            if before - self.start >= self.budget || self.slow >= SLOW_YIELDS {
+                return false;
+            }
+            yield_cpu();
+            if before.elapsed() >= SLOW_YIELD {
+                self.slow += 1;
+            }
         }
-        if now - start >= MAX_YIELD || slow >= SLOW_YIELDS {
-            return false;
-        }
-        last = now;
-        std::thread::yield_now();
     }
 }
 
@@ -679,13 +703,36 @@ impl Core {
             let encoded = mem.hold_from(&mut b.ops);
             // The batch's buffer, if copied, serves this thread's next single write.
             crate::batch::recycle(std::mem::take(&mut b.ops));
+            // The last operation's value ends the encoding (a put's does): it takes the
+            // encoding's own reference instead of a new one (one reference count taken, and
+            // one dropped, fewer a single put).
+            let mut last = None;
+            let mut left = b.count;
             wal::walk_ops(&encoded, b.count, |op| {
-                let (key, value) = (encoded.slice_ref(op.key), encoded.slice_ref(op.value));
+                left = left.saturating_sub(1);
+                let key = encoded.slice_ref(op.key);
+                let value_start = op.value.as_ptr() as usize - encoded.as_ptr() as usize;
+                if left == 0
+                    && !op.value.is_empty()
+                    && value_start + op.value.len() == encoded.len()
+                {
+                    last = Some((op.kind, key, value_start, seq));
+                    return;
+                }
+                let value = encoded.slice_ref(op.value);
                 if let Err(e) = apply_op(mem, op.kind, key, value, seq, &mut ranges) {
                     failed.get_or_insert(e);
                 }
                 seq += 1;
             });
+            if let Some((kind, key, value_start, at)) = last {
+                let mut value = encoded;
+                value.advance(value_start);
+                if let Err(e) = apply_op(mem, kind, key, value, at, &mut ranges) {
+                    failed.get_or_insert(e);
+                }
+                seq += 1;
+            }
         }
         apply_range_deletes(mem, ranges);
         // The group is in the WAL but not wholly in the memtable: fail it (which stops
@@ -957,7 +1004,7 @@ pub(crate) fn apply_range_deletes(mem: &Memtable, mut ranges: Vec<RangeTombstone
 
 #[cfg(test)]
 mod tests {
-    use super::{Turn, Waiter, MAX_YIELD};
+    use super::{Turn, Waiter, Yielder, MAX_YIELD, SLOW_YIELD, SLOW_YIELDS};
     use crate::error::Error;
     use crate::fs::{FileSystem, MemFs};
     use crate::{Db, Options};
@@ -1018,6 +1065,50 @@ mod tests {
         assert!(Instant::now() >= deadline);
         w.finish(Ok(()));
         assert!(w.wait_gather(Instant::now() + Duration::from_secs(60)));
+        // It consumed neither the outcome nor the lead: the writer's wait takes them.
+        w.hand_lead();
+        assert!(matches!(w.wait(false), Turn::Done(Ok(()))));
+        assert!(matches!(w.wait(false), Turn::Lead));
+    }
+
+    /// A poll ends as soon as its condition holds, counting the yields made before.
+    #[test]
+    fn a_yielder_stops_when_its_condition_holds() {
+        let calls = std::cell::Cell::new(0);
+        let yields = std::cell::Cell::new(0);
+        let mut y = Yielder::with_budget(Duration::from_secs(60));
+        let done = || {
+            calls.set(calls.get() + 1);
+            calls.get() == 5
+        };
+        assert!(y.poll_with(done, || yields.set(yields.get() + 1)));
+        assert_eq!(yields.get(), 4);
+    }
+
+    /// Slow yields end a wait's yielding after [`SLOW_YIELDS`] of them, whatever budget is
+    /// left, and so does a spent budget; later polls of the same wait do not yield again.
+    #[test]
+    fn a_yielder_gives_up_after_slow_yields_or_its_budget() {
+        let yields = std::cell::Cell::new(0);
+        let slow_yield = || {
+            yields.set(yields.get() + 1);
+            thread::sleep(SLOW_YIELD);
+        };
+        let mut y = Yielder::with_budget(Duration::from_secs(60));
+        assert!(!y.poll_with(|| false, slow_yield));
+        assert_eq!(yields.get(), SLOW_YIELDS);
+        assert!(!y.poll_with(|| false, slow_yield));
+        assert_eq!(yields.get(), SLOW_YIELDS);
+        // Its condition still ends a poll at once.
+        assert!(y.poll_with(|| true, slow_yield));
+
+        let mut y = Yielder::with_budget(Duration::from_millis(2));
+        let started = Instant::now();
+        assert!(!y.poll_with(|| false, || {}));
+        assert!(started.elapsed() >= Duration::from_millis(2));
+        yields.set(0);
+        assert!(!y.poll_with(|| false, slow_yield));
+        assert_eq!(yields.get(), 0);
     }
 
     /// Review finding (session 24): a write whose leader found the WAL already taken by
