@@ -25,7 +25,7 @@ mod write;
 use crate::compaction::JobContext;
 use crate::error::{Error, Result};
 use crate::fs::{FileLock, FileSystem};
-use crate::memtable::Memtable;
+use crate::memtable::{MemWriter, Memtable};
 use crate::options::Options;
 use crate::read::{ReadPath, ReadState};
 use crate::stats::Counters;
@@ -96,7 +96,8 @@ pub(crate) struct Core {
     bg_cv: Condvar,
     /// A flush or compaction finished (for `flush`, `compact` and `wait_for_compactions`).
     done_cv: Condvar,
-    wal: Mutex<Option<WalWriter>>,
+    /// The WAL being written and the memtable beside it (`None` read-only and once closed).
+    wal: Mutex<Option<LiveLog>>,
     versions: Mutex<VersionSet>,
     file_numbers: Arc<AtomicU64>,
     counters: Arc<Counters>,
@@ -107,6 +108,15 @@ pub(crate) struct Core {
     tables: Mutex<HashMap<u64, Weak<TableHandle>>>,
     /// What the tables share: caches, the obsolete-file queue.
     env: Arc<TableEnv>,
+}
+
+/// What a write group's leader writes to, under one lock: the WAL and the memtable that takes
+/// the same writes (the same one as `MemtableSet::mem`: a rotation replaces both), with the
+/// memtable's one writer, so that an insert takes no lock of its own.
+pub(super) struct LiveLog {
+    pub(super) wal: WalWriter,
+    pub(super) mem: Arc<Memtable>,
+    pub(super) writer: MemWriter,
 }
 
 impl Core {
@@ -133,6 +143,17 @@ impl Core {
             counters.clone(),
             closed,
         ));
+        let live = match r.wal {
+            Some(wal) => Some(LiveLog {
+                wal,
+                mem: r.mem.clone(),
+                writer: r
+                    .mem
+                    .take_writer()
+                    .ok_or_else(|| Error::other("the new memtable's writer was taken"))?,
+            }),
+            None => None,
+        };
         let state = State {
             writes: WriteQueue::new(r.last_seq),
             tree: MemtableSet {
@@ -155,7 +176,7 @@ impl Core {
             room_cv: Condvar::new(),
             bg_cv: Condvar::new(),
             done_cv: Condvar::new(),
-            wal: Mutex::new(r.wal),
+            wal: Mutex::new(live),
             file_numbers: r.versions.file_numbers(),
             env: r.versions.table_env().clone(),
             versions: Mutex::new(r.versions),
@@ -269,7 +290,7 @@ impl Core {
         // appending after the final sync.
         let wal = self.wal.lock().take();
         let res = match wal {
-            Some(mut w) => w.finish(),
+            Some(mut live) => live.wal.finish(),
             None => Ok(()),
         };
         self.env.obsolete.purge();

@@ -10,7 +10,7 @@ use crate::error::{io_context, Error, Result};
 use crate::filename::{self, FileKind};
 use crate::fs::{FileLock, FileSystem};
 use crate::key::{SeqNo, MAX_SEQ};
-use crate::memtable::Memtable;
+use crate::memtable::{MemWriter, Memtable};
 use crate::options::Options;
 use crate::stats::Counters;
 use crate::version::set::{self as vset, VersionSet};
@@ -161,7 +161,7 @@ fn recover_once(
         .memtable_size
         .min(usize::try_from(opts.target_table_size).unwrap_or(usize::MAX))
         .max(1);
-    let mut recovered = Memtable::new(0);
+    let (mut recovered, mut writer) = fresh_memtable()?;
     let mut parts = UncommittedParts {
         fs: fs.as_ref(),
         dir,
@@ -201,12 +201,13 @@ fn recover_once(
             }
             seqs.check(&path, &batch)?;
             // `check` proved `first_seq + ops - 1` does not overflow.
-            let mut seal = |mem: &mut Memtable| {
+            let mut seal = |mem: &mut Memtable, writer: &mut MemWriter| {
                 seal_replayed(
                     &ctx,
                     &versions,
                     (wals[0], n),
                     mem,
+                    writer,
                     &mut parts.list,
                     &mut kept,
                 )
@@ -219,16 +220,24 @@ fn recover_once(
                 // keeps the range deletes of its own operations.
                 if recovered.is_full() {
                     apply_range_deletes(&recovered, std::mem::take(&mut ranges));
-                    seal(&mut recovered)?;
+                    seal(&mut recovered, &mut writer)?;
                 }
                 // The operation slices the record: the memtable counts the bytes it keeps.
                 recovered.count_shared(op.key.len() + op.value.len());
                 replayed_user_bytes += (op.key.len() + op.value.len()) as u64;
-                apply_op(&recovered, op.kind, op.key, op.value, seq, &mut ranges)?;
+                apply_op(
+                    &recovered,
+                    &mut writer,
+                    op.kind,
+                    op.key,
+                    op.value,
+                    seq,
+                    &mut ranges,
+                )?;
             }
             apply_range_deletes(&recovered, ranges);
             if recovered.approx_bytes() >= part_limit {
-                seal(&mut recovered)?;
+                seal(&mut recovered, &mut writer)?;
             }
             Ok(())
         });
@@ -594,16 +603,29 @@ fn seal_replayed(
     versions: &VersionSet,
     wals: (u64, u64),
     mem: &mut Memtable,
+    writer: &mut MemWriter,
     parts: &mut Vec<JobOutput>,
     kept: &mut Vec<Arc<Memtable>>,
 ) -> Result<()> {
-    if ctx.opts.read_only {
-        kept.push(Arc::new(std::mem::replace(mem, Memtable::new(0))));
-    } else {
+    if !ctx.opts.read_only {
         parts.push(flush_part(ctx, versions, wals, mem)?);
-        *mem = Memtable::new(0);
+    }
+    let (next, next_writer) = fresh_memtable()?;
+    let full = std::mem::replace(mem, next);
+    *writer = next_writer;
+    if ctx.opts.read_only {
+        kept.push(Arc::new(full));
     }
     Ok(())
+}
+
+/// An empty memtable for replayed writes, and its writer.
+fn fresh_memtable() -> Result<(Memtable, MemWriter)> {
+    let mem = Memtable::new(0);
+    let writer = mem
+        .take_writer()
+        .ok_or_else(|| Error::other("a new memtable's writer was taken"))?;
+    Ok((mem, writer))
 }
 
 /// Writes `mem` (replayed writes, from the WALs numbered `wals.0` to `wals.1`) to L0 table

@@ -13,12 +13,12 @@
 //! seal thread of [`super::seal`], or here for `flush`); `flush` waits for the flush thread
 //! to write the sealed memtable to L0, `sync` fsyncs the WAL.
 
-use super::{Core, State};
+use super::{Core, LiveLog, State};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::key::{SeqNo, ValueKind, MAX_SEQ};
-use crate::memtable::Memtable;
+use crate::memtable::{MemWriter, Memtable};
 use crate::range_del::{Fragments, RangeTombstone};
 use crate::stats::Counters;
 use crate::wal::{self, OpKind, WalSeal, WalWriter};
@@ -566,10 +566,9 @@ impl Core {
             return Err(e);
         };
         let last_seq = first_seq + count - 1; // first_seq >= 1, first_seq + count <= MAX_SEQ
-        let mem = st.tree.mem.clone();
-        // Both written only here, under the state lock (and by recovery, before writes).
+                                              // Both written only here, under the state lock (and by recovery, before writes).
         Counters::add_ordered(&self.counters.write_groups, 1);
-        let result = MutexGuard::unlocked(st, || self.commit_group(group, first_seq, &mem));
+        let result = MutexGuard::unlocked(st, || self.commit_group(group, first_seq));
         if let Ok(Some(took)) = result {
             let wait = took.saturating_mul(GATHER_FSYNC_TIMES).min(MAX_GATHER);
             st.writes.gather_until = Some(Instant::now() + wait);
@@ -644,18 +643,25 @@ impl Core {
         }
     }
 
-    /// Appends a group to the WAL (syncing it if asked) and inserts it into `mem`. Returns how
-    /// long the fsync took, if there was one.
+    /// Appends a group to the WAL (syncing it if asked) and inserts it into the memtable
+    /// beside that WAL ([`LiveLog`]), all under the WAL's lock: the leader's one lock for the
+    /// round's file and memtable work. Returns how long the fsync took, if there was one.
     fn commit_group(
         &self,
         group: &mut [GroupMember],
         first_seq: SeqNo,
-        mem: &Memtable,
     ) -> Result<Option<Duration>> {
         let count: u64 = group.iter().map(|g| u64::from(g.0.count)).sum();
         let count = u32::try_from(count).map_err(|_| {
             Error::InvalidArgument(format!("a write group of {count} operations is too large"))
         })?;
+        let mut live = self.wal.lock();
+        let LiveLog {
+            wal: w,
+            mem,
+            writer,
+        } = live.as_mut().ok_or(Error::Closed)?;
+        let mem: &Memtable = mem;
         // Every batch is checked whole before anything is logged or applied, so a group goes
         // in entirely or not at all. (A `WriteBatch` is only ever built by `encode_op`, so
         // this never fails in practice.)
@@ -674,8 +680,6 @@ impl Core {
                 "write batch encoding is damaged".into(),
             ));
         }
-        let mut wal = self.wal.lock();
-        let w = wal.as_mut().ok_or(Error::Closed)?;
         w.append(first_seq, count, group.iter().map(|g| g.0.ops.as_slice()))?;
         if crate::sabotage::planted(crate::sabotage::Bug::LeaderPanics) {
             panic!("planted: the leader panics after appending its group to the WAL");
@@ -692,7 +696,6 @@ impl Core {
             took = Some(elapsed);
             self.count_wal_sync(elapsed);
         }
-        drop(wal);
         // The memtable entries are slices of each batch's encoding, moved into (or, when
         // small, copied once into a chunk of) the memtable's arena: keys and values are not
         // decoded into allocations of their own.
@@ -700,7 +703,7 @@ impl Core {
         let mut failed = None;
         let mut ranges = Vec::new();
         for (b, _, _) in group.iter_mut() {
-            let encoded = mem.hold_from(&mut b.ops);
+            let encoded = writer.hold_from(mem, &mut b.ops)?;
             // The batch's buffer, if copied, serves this thread's next single write.
             crate::batch::recycle(std::mem::take(&mut b.ops));
             // The last operation's value ends the encoding (a put's does): it takes the
@@ -711,16 +714,18 @@ impl Core {
             wal::walk_ops(&encoded, b.count, |op| {
                 left = left.saturating_sub(1);
                 let key = encoded.slice_ref(op.key);
-                let value_start = op.value.as_ptr() as usize - encoded.as_ptr() as usize;
-                if left == 0
-                    && !op.value.is_empty()
-                    && value_start + op.value.len() == encoded.len()
+                // (An empty value may be a static slice outside the encoding.)
+                let value_start = (op.value.as_ptr() as usize)
+                    .checked_sub(encoded.as_ptr() as usize)
+                    .filter(|_| !op.value.is_empty());
+                if let Some(start) =
+                    value_start.filter(|start| left == 0 && start + op.value.len() == encoded.len())
                 {
-                    last = Some((op.kind, key, value_start, seq));
+                    last = Some((op.kind, key, start, seq));
                     return;
                 }
                 let value = encoded.slice_ref(op.value);
-                if let Err(e) = apply_op(mem, op.kind, key, value, seq, &mut ranges) {
+                if let Err(e) = apply_op(mem, writer, op.kind, key, value, seq, &mut ranges) {
                     failed.get_or_insert(e);
                 }
                 seq += 1;
@@ -728,13 +733,14 @@ impl Core {
             if let Some((kind, key, value_start, at)) = last {
                 let mut value = encoded;
                 value.advance(value_start);
-                if let Err(e) = apply_op(mem, kind, key, value, at, &mut ranges) {
+                if let Err(e) = apply_op(mem, writer, kind, key, value, at, &mut ranges) {
                     failed.get_or_insert(e);
                 }
                 seq += 1;
             }
         }
         apply_range_deletes(mem, ranges);
+        drop(live);
         // The group is in the WAL but not wholly in the memtable: fail it (which stops
         // writes until a reopen replays it).
         if let Some(e) = failed {
@@ -811,7 +817,8 @@ impl Core {
         let old_number = st.tree.mem.wal_number();
         // `close` waits until this rotation is over (see `Lifecycle::rotating`).
         st.life.rotating = true;
-        let res = MutexGuard::unlocked(st, || -> Result<Option<(WalWriter, Arc<WalSeal>)>> {
+        type Rotated = (Arc<Memtable>, Option<(WalWriter, Arc<WalSeal>)>);
+        let res = MutexGuard::unlocked(st, || -> Result<Rotated> {
             // A WAL numbered past the limit would be ignored by the next open as a foreign
             // file, losing its writes: refuse to start one.
             filename::check_new_number(&self.dir, number)?;
@@ -819,32 +826,42 @@ impl Core {
                 WalWriter::create(self.fs.as_ref(), &path, number, self.opts.log_writes)?;
             // Its first space is allocated in the background meanwhile.
             new_wal.expect_appends();
-            let mut wal = self.wal.lock();
+            let mem = Arc::new(Memtable::sized_for(number, self.opts.memtable_size));
+            let writer = mem
+                .take_writer()
+                .ok_or_else(|| Error::other("a new memtable's writer was taken"))?;
+            let next = LiveLog {
+                wal: new_wal,
+                mem: Arc::clone(&mem),
+                writer,
+            };
+            let mut live = self.wal.lock();
             // `close` took the WAL while the lock was released: nothing more is written.
-            let old = wal.as_mut().ok_or(Error::Closed)?;
+            let old = live.as_mut().ok_or(Error::Closed)?;
             // A WAL whose last append failed (a sync mark after a successful fsync, perhaps
             // a `Db::sync`'s while the new WAL was being created: see `WalWriter::mark`)
             // stops writes now, as its next append would, rather than once the seal thread
             // meets the failure while the new WAL takes writes (D7). Checked under the lock
             // of the swap, so that no sync can fail in between.
-            old.check_not_failed()?;
+            old.wal.check_not_failed()?;
             if inline {
                 // Seal the old WAL so that a power loss keeps a prefix of the history: the
                 // new WAL may be synced later while the old one is not.
-                self.seal_wal(old)?;
-                *wal = Some(new_wal);
-                return Ok(None);
+                self.seal_wal(&mut old.wal)?;
+                *old = next;
+                return Ok((mem, None));
             }
             // No fsync of the new WAL returns before the old one is sealed.
             let seal = Arc::new(WalSeal::default());
-            new_wal.follow(seal.clone());
-            let old = std::mem::replace(old, new_wal);
-            Ok(Some((old, seal)))
+            let mut next = next;
+            next.wal.follow(seal.clone());
+            let old = std::mem::replace(old, next);
+            Ok((mem, Some((old.wal, seal))))
         });
         st.life.rotating = false;
         self.done_cv.notify_all();
-        let to_seal = match res {
-            Ok(to_seal) => to_seal,
+        let (mem, to_seal) = match res {
+            Ok(rotated) => rotated,
             Err(e) => {
                 if !matches!(e, Error::Closed) {
                     self.poison(st, &e);
@@ -858,10 +875,8 @@ impl Core {
                 MutexGuard::unlocked(st, || drop(abandoned));
             }
         }
-        let old = std::mem::replace(
-            &mut st.tree.mem,
-            Arc::new(Memtable::sized_for(number, self.opts.memtable_size)),
-        );
+        // The memtable the new WAL's writes go to (`LiveLog`), in place for readers.
+        let old = std::mem::replace(&mut st.tree.mem, mem);
         old.drop_spare_chunks();
         st.tree.imms.push_back(old);
         st.tree.sealed += 1;
@@ -928,7 +943,7 @@ impl Core {
         // previous seal is under way in its place: wait for that one the same way.
         let res = loop {
             let mut wal = self.wal.lock();
-            let Some(w) = wal.as_mut() else {
+            let Some(w) = wal.as_mut().map(|l| &mut l.wal) else {
                 break Err(Error::Closed);
             };
             match w.previous_seal() {
@@ -969,6 +984,7 @@ impl Core {
 /// [`apply_range_deletes`] once the write group's other operations are in.
 pub(crate) fn apply_op(
     mem: &Memtable,
+    writer: &mut MemWriter,
     kind: OpKind,
     key: Bytes,
     value: Bytes,
@@ -976,8 +992,8 @@ pub(crate) fn apply_op(
     ranges: &mut Vec<RangeTombstone>,
 ) -> Result<()> {
     let end = match kind {
-        OpKind::Put => return mem.insert(key, seq, ValueKind::Put, value),
-        OpKind::Delete => return mem.insert(key, seq, ValueKind::Delete, Bytes::new()),
+        OpKind::Put => return writer.insert(mem, key, seq, ValueKind::Put, value),
+        OpKind::Delete => return writer.insert(mem, key, seq, ValueKind::Delete, Bytes::new()),
         OpKind::RangeDelete => Some(value),
         OpKind::RangeDeleteToEnd => None,
     };

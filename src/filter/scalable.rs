@@ -4,8 +4,8 @@
 //! with half the false-positive rate is added. The chain's false-positive rate stays below the
 //! sum of the stages' (at most twice the first stage's), whatever the final key count.
 //!
-//! Bits are set by one writer at a time (the memtable adds under its skiplist's insert lock)
-//! with relaxed loads and stores, and read with relaxed loads. A key's bits are set before it
+//! Bits are set by one writer at a time (the memtable adds through its one `MemWriter`) with
+//! relaxed loads and stores, and read with relaxed loads. A key's bits are set before it
 //! is inserted into the skiplist, and writes become visible to gets through the
 //! release/acquire of the engine's visible sequence number, so a get that may see a key also
 //! sees its bits: no false negatives.
@@ -141,7 +141,7 @@ impl ScalableBloom {
     }
 
     /// Adds a key's hash (from [`hash_key`](super::hash_key)). One writer at a time: two at
-    /// once could lose each other's bits (the memtable adds under its skiplist's insert lock).
+    /// once could lose each other's bits (the memtable adds through its one `MemWriter`).
     pub(crate) fn add(&self, hash: u64) {
         let mut i = self.current.load(Ordering::Acquire);
         let mut stage = self.stages[i].get_or_init(|| Stage::new(i, self.first));

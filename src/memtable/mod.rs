@@ -8,7 +8,7 @@
 //! key the memtable does not hold usually skips the skiplist walk.
 //!
 //! Entries are slices of their batch's encoding, which the write path copies into shared
-//! 64 KiB chunks ([`Memtable::hold`]); a get hands out its own copy of a small value, so
+//! 64 KiB chunks ([`MemWriter::hold_from`]); a get hands out its own copy of a small value, so
 //! that a caller who keeps one does not keep a chunk (scans copy what they yield anyway).
 //!
 //! Range tombstones sit beside the skiplist ([`MemRangeDels`]): the fragments built so far and
@@ -32,14 +32,14 @@ use crate::range_del::{Fragments, RangeTombstone};
 use arc_swap::ArcSwap;
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
-use skiplist::SkipList;
+use skiplist::{ListWriter, SkipList};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Approximate bytes of skiplist bookkeeping per entry.
 const ENTRY_OVERHEAD: usize = 64;
 
-/// Bytes of one chunk of a memtable's batch arena (see [`Memtable::hold`]): under glibc's
+/// Bytes of one chunk of a memtable's batch arena (see [`MemWriter::hold_from`]): under glibc's
 /// mmap threshold, so a chunk is a heap allocation, not a system call.
 const ARENA_CHUNK: usize = 64 << 10;
 
@@ -65,8 +65,8 @@ pub(crate) enum Lookup {
 pub(crate) struct Memtable {
     map: SkipList,
     filter: ScalableBloom,
-    /// The point entries' share of [`approx_bytes`](Memtable::approx_bytes), written under
-    /// the skiplist's insert lock.
+    /// The point entries' share of [`approx_bytes`](Memtable::approx_bytes), written by the
+    /// one writer.
     point_bytes: AtomicUsize,
     /// The range tombstones' share of [`approx_bytes`](Memtable::approx_bytes), written
     /// under `range_writer`.
@@ -76,9 +76,7 @@ pub(crate) struct Memtable {
     range_dels: ArcSwap<MemRangeDels>,
     range_writer: Mutex<()>,
     has_range_dels: AtomicBool,
-    /// The chunk the write path copies batch encodings into ([`Memtable::hold`]).
-    arena: Mutex<BytesMut>,
-    /// Bytes copied into chunks so far, written under `arena`'s lock.
+    /// Bytes copied into chunks so far ([`MemWriter::hold_from`]), written by the one writer.
     held: AtomicUsize,
     /// Bytes allocated for the batch encodings the entries slice: the chunks taken (new or
     /// made ahead) and encodings too large for one, which keep their own allocation.
@@ -90,6 +88,9 @@ pub(crate) struct Memtable {
     spare_chunks: Mutex<Vec<BytesMut>>,
     /// Set by the first [`Memtable::grow_ahead`]: it runs once a memtable.
     grown: AtomicBool,
+    /// The writer of the test-only [`insert`](Memtable::insert) and [`hold`](Memtable::hold).
+    #[cfg(test)]
+    test_writer: Mutex<Option<MemWriter>>,
     /// Set (under `spare_chunks`' lock) when the memtable is sealed: a
     /// [`Memtable::grow_ahead`] still running then keeps none of the chunks it made.
     sealed: AtomicBool,
@@ -182,11 +183,107 @@ impl MemRangeDels {
     }
 }
 
+/// A memtable's one writer ([`Memtable::take_writer`]): what only the writer touches (the
+/// skiplist's insert state and the chunk batch encodings are copied into), so that an insert
+/// takes no lock; the caller's `&mut` is the proof that it is alone. Used with any other
+/// memtable than its own, it refuses (an error, nothing written).
+pub(crate) struct MemWriter {
+    list: ListWriter,
+    /// The chunk batch encodings are copied into ([`MemWriter::hold_from`]).
+    arena: BytesMut,
+}
+
+impl std::fmt::Debug for MemWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemWriter").finish_non_exhaustive()
+    }
+}
+
+impl MemWriter {
+    /// True if this is `mem`'s writer.
+    pub(crate) fn writes_to(&self, mem: &Memtable) -> bool {
+        self.list.list_id() == mem.map.id()
+    }
+
+    /// A copy of a batch's encoding that the memtable's entries can slice: small encodings
+    /// are packed into shared 64 KiB chunks, so a write leaves no allocation of its own in the
+    /// memtable, and the memory goes back to the allocator a chunk at a time when the memtable
+    /// (flushed, in the flush thread) and its readers let go of it, not one allocation per
+    /// write freed by another thread than the one that made it (which with glibc's
+    /// per-thread arenas made the writer and the flush thread contend on the writer's arena
+    /// lock). An encoding larger than a quarter chunk keeps its own allocation: it is taken
+    /// from `encoded`, which is left empty; a smaller one is copied, and `encoded` is left
+    /// as it was, for the caller to reuse or free.
+    ///
+    /// # Errors
+    /// An `Error::Io` of kind `Other` if this is not `mem`'s writer (nothing is copied then).
+    pub(crate) fn hold_from(&mut self, mem: &Memtable, encoded: &mut Vec<u8>) -> Result<Bytes> {
+        if !self.writes_to(mem) {
+            return Err(not_its_writer());
+        }
+        if encoded.len() > ARENA_CHUNK / 4 {
+            mem.encoding_bytes
+                .fetch_add(encoded.capacity(), Ordering::Relaxed);
+            return Ok(Bytes::from(std::mem::take(encoded)));
+        }
+        add_ordered(&mem.held, encoded.len());
+        Ok(crate::chunk::copy_into_or(&mut self.arena, encoded, || {
+            // Under the spares' lock, so that `memory_bytes` counts the chunk once, spare
+            // or taken.
+            let mut spare = mem.spare_chunks.lock();
+            let chunk = spare
+                .pop()
+                .unwrap_or_else(|| BytesMut::with_capacity(ARENA_CHUNK));
+            mem.encoding_bytes.fetch_add(ARENA_CHUNK, Ordering::Relaxed);
+            chunk
+        }))
+    }
+
+    /// Inserts an entry into `mem`.
+    ///
+    /// # Errors
+    /// An `Error::Io` of kind `Other` if this is not `mem`'s writer, or if the list is at its
+    /// capacity, which the write path never lets it reach: it seals a memtable once
+    /// [`Memtable::is_full`] says so (nothing is inserted then).
+    pub(crate) fn insert(
+        &mut self,
+        mem: &Memtable,
+        user_key: Bytes,
+        seq: SeqNo,
+        kind: ValueKind,
+        value: Bytes,
+    ) -> Result<()> {
+        let size = user_key.len() + value.len() + key::TRAILER_LEN + ENTRY_OVERHEAD;
+        // The filter first, by the one writer (the filter has one writer at a time): a
+        // reader that can see the entry must see its bits.
+        let hash = hash_key(&user_key);
+        let key = InternalKey::new(user_key, seq, kind);
+        if !self.writes_to(mem) {
+            return Err(not_its_writer());
+        }
+        let first = || {
+            mem.filter.add(hash);
+            add_ordered(&mem.point_bytes, size);
+        };
+        if !mem.map.insert_with(&mut self.list, key, value, first) {
+            return Err(Error::other(format!(
+                "memtable full: {} entries, one write group too many for its skiplist",
+                mem.map.len()
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn not_its_writer() -> Error {
+    Error::other("a memtable writer was used on another memtable")
+}
+
 /// An entry copied out of the memtable.
 pub(crate) type Entry = (InternalKey, Bytes);
 
 /// What a get hands out of the memtable (scans copy what they yield into vectors of their
-/// own): its own copy of a value of up to 16 KiB, which may share a batch arena chunk ([`Memtable::hold`]), so that a caller who keeps a
+/// own): its own copy of a value of up to 16 KiB, which may share a batch arena chunk ([`MemWriter::hold_from`]), so that a caller who keeps a
 /// small value keeps that value, not the 64 KiB chunk around it (and with it the memtable's
 /// other writes). A larger one is shared as it is: it still keeps the rest of its batch's
 /// encoding (or, in a memtable rebuilt by recovery, of its WAL record) alive, which it
@@ -221,50 +318,58 @@ impl Memtable {
             range_dels: ArcSwap::from_pointee(MemRangeDels::default()),
             range_writer: Mutex::new(()),
             has_range_dels: AtomicBool::new(false),
-            arena: Mutex::new(BytesMut::new()),
             held: AtomicUsize::new(0),
             encoding_bytes: AtomicUsize::new(0),
             range_bytes: AtomicUsize::new(0),
             spare_chunks: Mutex::new(Vec::new()),
             grown: AtomicBool::new(false),
             sealed: AtomicBool::new(false),
+            #[cfg(test)]
+            test_writer: Mutex::new(None),
         }
     }
 
-    /// A copy of a batch's encoding that the memtable's entries can slice: small encodings
-    /// are packed into shared 64 KiB chunks, so a write leaves no allocation of its own in the
-    /// memtable, and the memory goes back to the allocator a chunk at a time when the memtable
-    /// (flushed, in the flush thread) and its readers let go of it, not one allocation per
-    /// write freed by another thread than the one that made it (which with glibc's
-    /// per-thread arenas made the writer and the flush thread contend on the writer's arena
-    /// lock). An encoding larger than a quarter chunk keeps its own allocation: it is taken
-    /// from `encoded`, which is left empty; a smaller one is copied, and `encoded` is left
-    /// as it was, for the caller to reuse or free.
-    pub(crate) fn hold_from(&self, encoded: &mut Vec<u8>) -> Bytes {
-        if encoded.len() > ARENA_CHUNK / 4 {
-            self.encoding_bytes
-                .fetch_add(encoded.capacity(), Ordering::Relaxed);
-            return Bytes::from(std::mem::take(encoded));
-        }
-        let mut arena = self.arena.lock();
-        add_ordered(&self.held, encoded.len());
-        crate::chunk::copy_into_or(&mut arena, encoded, || {
-            // Under the spares' lock, so that `memory_bytes` counts the chunk once, spare
-            // or taken.
-            let mut spare = self.spare_chunks.lock();
-            let chunk = spare
-                .pop()
-                .unwrap_or_else(|| BytesMut::with_capacity(ARENA_CHUNK));
-            self.encoding_bytes
-                .fetch_add(ARENA_CHUNK, Ordering::Relaxed);
-            chunk
+    /// The memtable's one writer, the first time it is asked for (`None` after that):
+    /// every insert goes through it ([`MemWriter`]).
+    pub(crate) fn take_writer(&self) -> Option<MemWriter> {
+        Some(MemWriter {
+            list: self.map.take_writer()?,
+            arena: BytesMut::new(),
         })
     }
 
-    /// [`hold_from`](Self::hold_from), freeing `encoded` if it was copied (tests).
+    /// (Tests: [`MemWriter::hold_from`] by the memtable's writer, taken by the first call of
+    /// this or of [`insert`](Self::insert).)
     #[cfg(test)]
     pub(crate) fn hold(&self, mut encoded: Vec<u8>) -> Bytes {
-        self.hold_from(&mut encoded)
+        self.with_test_writer(|w| w.hold_from(self, &mut encoded))
+            .and_then(|held| held)
+            .expect("the memtable's writer is the test writer")
+    }
+
+    /// (Tests: [`MemWriter::insert`] by the memtable's writer, taken by the first call of
+    /// this or of [`hold`](Self::hold).)
+    #[cfg(test)]
+    pub(crate) fn insert(
+        &self,
+        user_key: Bytes,
+        seq: SeqNo,
+        kind: ValueKind,
+        value: Bytes,
+    ) -> Result<()> {
+        self.with_test_writer(|w| w.insert(self, user_key, seq, kind, value))?
+    }
+
+    #[cfg(test)]
+    fn with_test_writer<T>(&self, f: impl FnOnce(&mut MemWriter) -> T) -> Result<T> {
+        let mut slot = self.test_writer.lock();
+        if slot.is_none() {
+            *slot = self.take_writer();
+        }
+        let w = slot
+            .as_mut()
+            .ok_or_else(|| Error::other("the memtable's writer was taken"))?;
+        Ok(f(w))
     }
 
     /// Prepares this memtable, off the write path, for as much as `like` holds: the index
@@ -320,33 +425,6 @@ impl Memtable {
     /// of a group before it writes the group's WAL record.
     pub(crate) fn prefetch(&self, user_key: &[u8]) {
         self.filter.prefetch(hash_key(user_key));
-    }
-
-    /// Inserts an entry. Fails only if the skiplist is at its capacity, which the writer
-    /// never lets it reach: it seals a memtable once [`is_full`](Self::is_full) says so.
-    pub(crate) fn insert(
-        &self,
-        user_key: Bytes,
-        seq: SeqNo,
-        kind: ValueKind,
-        value: Bytes,
-    ) -> Result<()> {
-        let size = user_key.len() + value.len() + key::TRAILER_LEN + ENTRY_OVERHEAD;
-        // The filter first, under the list's insert lock (the filter has one writer at a
-        // time): a reader that can see the entry must see its bits.
-        let hash = hash_key(&user_key);
-        let key = InternalKey::new(user_key, seq, kind);
-        let first = || {
-            self.filter.add(hash);
-            add_ordered(&self.point_bytes, size);
-        };
-        if !self.map.insert_with(key, value, first) {
-            return Err(Error::other(format!(
-                "memtable full: {} entries, one write group too many for its skiplist",
-                self.map.len()
-            )));
-        }
-        Ok(())
     }
 
     /// Records a range tombstone `[start, end)` at `seq` (`end = None`: to the end of the key
@@ -538,6 +616,47 @@ mod tests {
 
     fn b(s: &str) -> Bytes {
         Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    /// A memtable hands out one writer; used on another memtable, a writer refuses, leaving
+    /// both memtables as they were (its own included: nothing half-written).
+    #[test]
+    fn a_memtable_has_one_writer_which_writes_to_no_other() {
+        let a = Memtable::new(1);
+        let b = Memtable::new(2);
+        let mut wa = a.take_writer().expect("first writer");
+        assert!(a.take_writer().is_none());
+        let mut wb = b.take_writer().expect("b's own writer");
+        assert!(wa.writes_to(&a) && !wa.writes_to(&b));
+
+        let err = wa.insert(
+            &b,
+            Bytes::from_static(b"k"),
+            1,
+            ValueKind::Put,
+            Bytes::from_static(b"v"),
+        );
+        assert!(matches!(&err, Err(Error::Io(e)) if e.kind() == std::io::ErrorKind::Other));
+        let err = wa.hold_from(&b, &mut b"kv".to_vec());
+        assert!(matches!(&err, Err(Error::Io(e)) if e.kind() == std::io::ErrorKind::Other));
+        assert!(b.is_empty() && b.approx_bytes() == 0 && b.held.load(Ordering::Relaxed) == 0);
+
+        // Each writer still writes to its own, and reads see exactly that.
+        let held = wa.hold_from(&a, &mut b"kv".to_vec()).unwrap();
+        wa.insert(&a, held.slice(0..1), 1, ValueKind::Put, held.slice(1..2))
+            .unwrap();
+        wb.insert(
+            &b,
+            Bytes::from_static(b"x"),
+            2,
+            ValueKind::Put,
+            Bytes::from_static(b"y"),
+        )
+        .unwrap();
+        assert_eq!(a.get(b"k", 10), Lookup::Value(Bytes::from_static(b"v"), 1));
+        assert!(matches!(a.get(b"x", 10), Lookup::Filtered | Lookup::Absent));
+        assert_eq!(b.get(b"x", 10), Lookup::Value(Bytes::from_static(b"y"), 2));
+        assert_eq!((a.len(), b.len()), (1, 1));
     }
 
     #[test]

@@ -30,14 +30,16 @@
 //!
 //! Publication: the writer fills a node (its entry, its prefix and its links) and then makes
 //! it reachable level by level from the bottom with `Release` stores; readers load links
-//! with `Acquire`, so a node a reader can reach is complete. Inserts are serialised by the
-//! list itself (a mutex held for one insert), though the memtable has only one writer anyway.
+//! with `Acquire`, so a node a reader can reach is complete. Inserts need no lock: a list hands
+//! out one [`ListWriter`], which holds what only the writer touches, and an insert borrows it
+//! mutably.
 
 use crate::key::{cmp_parts, InternalKey, KeyView};
 use bytes::Bytes;
-use parking_lot::Mutex;
 use std::cmp::Ordering;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::atomic::{
+    AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering as AtomicOrdering,
+};
 use std::sync::OnceLock;
 
 /// Most levels a node can have: with branching factor 4, enough for 4^12 (16 million)
@@ -253,8 +255,11 @@ impl<T: Default, const CAPPED: bool> Slots<T, CAPPED> {
     }
 }
 
-/// What only the writer touches.
-struct WriterState {
+/// The list's one writer ([`SkipList::take_writer`]): what only the writer touches, so that
+/// an insert takes no lock (the caller's `&mut` is the proof that it is alone).
+pub(crate) struct ListWriter {
+    /// The [`SkipList::id`] of the list it writes to: any other refuses it.
+    list: u64,
     /// The next node index to hand out.
     next_node: u32,
     /// The next free slot of `towers`.
@@ -278,8 +283,20 @@ pub(crate) struct SkipList {
     /// Levels in use (at least 1): readers start their searches there.
     height: AtomicUsize,
     len: AtomicUsize,
-    writer: Mutex<WriterState>,
+    /// Tower slots in use (`ListWriter::next_tower` as of the last insert), for
+    /// [`grow_like`](SkipList::grow_like).
+    towers_used: AtomicU32,
+    /// Unique among the lists of this process: binds a [`ListWriter`] to its list.
+    id: u64,
+    /// Set once the list's writer has been handed out.
+    writer_taken: AtomicBool,
+    /// The writer of the test-only [`insert`](SkipList::insert).
+    #[cfg(test)]
+    test_writer: parking_lot::Mutex<Option<ListWriter>>,
 }
+
+/// Where list ids come from.
+static NEXT_LIST_ID: AtomicU64 = AtomicU64::new(1);
 
 impl std::fmt::Debug for SkipList {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -368,13 +385,32 @@ impl SkipList {
             head: std::array::from_fn(|_| AtomicU64::new(0)),
             height: AtomicUsize::new(1),
             len: AtomicUsize::new(0),
-            writer: Mutex::new(WriterState {
-                next_node: 0,
-                next_tower: 0,
-                rng: 0x2545_f491_4f6c_dd1d,
-                tail: None,
-            }),
+            towers_used: AtomicU32::new(0),
+            id: NEXT_LIST_ID.fetch_add(1, AtomicOrdering::Relaxed),
+            writer_taken: AtomicBool::new(false),
+            #[cfg(test)]
+            test_writer: parking_lot::Mutex::new(None),
         }
+    }
+
+    /// The list's writer, the first time it is asked for; `None` after that: a list has one
+    /// writer, whose inserts need no lock.
+    pub(crate) fn take_writer(&self) -> Option<ListWriter> {
+        if self.writer_taken.swap(true, AtomicOrdering::AcqRel) {
+            return None;
+        }
+        Some(ListWriter {
+            list: self.id,
+            next_node: 0,
+            next_tower: 0,
+            rng: 0x2545_f491_4f6c_dd1d,
+            tail: None,
+        })
+    }
+
+    /// This list's id (see [`ListWriter`]).
+    pub(crate) fn id(&self) -> u64 {
+        self.id
     }
 
     /// Entries in the list.
@@ -396,10 +432,10 @@ impl SkipList {
     /// and an insert that needs an array being created here waits for it. Arrays this list
     /// never reaches stay allocated until it is dropped.
     pub(crate) fn grow_like(&self, like: &SkipList, max_entries: usize) {
-        let (nodes, towers) = {
-            let w = like.writer.lock();
-            (w.next_node, w.next_tower)
-        };
+        // Both as of some insert, perhaps apart by the inserts between the two loads (a
+        // size to grow to, not an invariant).
+        let nodes = u32::try_from(like.len()).unwrap_or(u32::MAX);
+        let towers = like.towers_used.load(AtomicOrdering::Relaxed);
         let cap = max_entries.min(NEARLY_FULL);
         let cap = u32::try_from(cap).unwrap_or(u32::MAX);
         let grown = nodes.min(cap);
@@ -576,16 +612,34 @@ impl SkipList {
     /// sequence number); an equal key would go in before the one there, and be found first.
     /// Returns false, inserting nothing, if the list is at its capacity (about 2^25 nodes; it
     /// reports itself [full](Self::is_full) long before).
+    /// (Tests: with the list's writer, taken by the first call.)
     #[cfg(test)]
     pub(crate) fn insert(&self, key: InternalKey, value: Bytes) -> bool {
-        self.insert_with(key, value, || ())
+        let mut slot = self.test_writer.lock();
+        if slot.is_none() {
+            *slot = self.take_writer();
+        }
+        let Some(w) = slot.as_mut() else {
+            return false;
+        };
+        self.insert_with(w, key, value, || ())
     }
 
-    /// [`insert`](Self::insert), calling `first` under the list's insert lock before the
-    /// entry can be reached: what `first` writes is serialised with every other insert and
-    /// seen by any reader that finds the entry (the memtable sets its filter's bits there).
-    pub(crate) fn insert_with(&self, key: InternalKey, value: Bytes, first: impl FnOnce()) -> bool {
-        let mut w = self.writer.lock();
+    /// [`insert`](Self::insert) by the list's writer `w`, calling `first` before the entry
+    /// can be reached: what `first` writes is ordered before every later insert (the caller
+    /// holds the one writer) and seen by any reader that finds the entry (the memtable sets
+    /// its filter's bits there). Returns false, inserting nothing, if `w` is another list's
+    /// writer.
+    pub(crate) fn insert_with(
+        &self,
+        w: &mut ListWriter,
+        key: InternalKey,
+        value: Bytes,
+        first: impl FnOnce(),
+    ) -> bool {
+        if w.list != self.id {
+            return false;
+        }
         let height = random_height(&mut w.rng);
         let index = w.next_node;
         // `None` past the capacity, so `index + 1` below fits.
@@ -673,7 +727,9 @@ impl SkipList {
             }
             w.tail = Some(next);
         }
-        // Under the insert lock: a load and a store, not a locked add.
+        // By the one writer: a load and a store, not a locked add.
+        self.towers_used
+            .store(w.next_tower, AtomicOrdering::Relaxed);
         let len = self.len.load(AtomicOrdering::Relaxed);
         self.len.store(len + 1, AtomicOrdering::Release);
         true
@@ -735,6 +791,13 @@ impl SkipList {
         let last = base + span - 1;
         self.towers.get_or_grow(last)?;
         Some((base, last + 1))
+    }
+}
+
+impl ListWriter {
+    /// The [`SkipList::id`] of the list it writes to.
+    pub(crate) fn list_id(&self) -> u64 {
+        self.list
     }
 }
 
@@ -909,6 +972,27 @@ mod tests {
             .back()
             .map(|c| (c.entry().0.user_key.to_vec(), seq_of(&c.entry().0)));
         assert_eq!(got, last);
+    }
+
+    /// A list hands out one writer, and an insert by another list's writer is refused with
+    /// nothing changed (the writer's position hints belong to its own list).
+    #[test]
+    fn a_list_has_one_writer_and_refuses_another_lists() {
+        let a = SkipList::new();
+        let b = SkipList::new();
+        let mut wa = a.take_writer().expect("first writer");
+        assert!(a.take_writer().is_none());
+        assert!(a.insert_with(&mut wa, ikey(b"k", 1), Bytes::new(), || ()));
+        let mut called = false;
+        assert!(!b.insert_with(&mut wa, ikey(b"k", 2), Bytes::new(), || called = true));
+        assert!(!called);
+        assert_eq!((a.len(), b.len()), (1, 0));
+        assert!(b.front().is_none());
+        // `b`'s own writer is still there, and starts at its first node.
+        let mut wb = b.take_writer().expect("b's writer");
+        assert!(b.insert_with(&mut wb, ikey(b"j", 3), Bytes::new(), || ()));
+        assert_eq!(collect(&b), vec![(b"j".to_vec(), 3)]);
+        assert_eq!(collect(&a), vec![(b"k".to_vec(), 1)]);
     }
 
     #[test]
