@@ -40,10 +40,14 @@ pub(crate) fn mask_crc(crc: u32) -> u32 {
 }
 
 fn header_crc(file_number: u64, first12: &[u8]) -> u32 {
-    let mut h = crc32fast::Hasher::new();
-    h.update(&file_number.to_le_bytes());
-    h.update(first12);
-    mask_crc(h.finalize())
+    // One update over the 20 bytes together: the CRC of the concatenation, as two updates
+    // would give, but one 16-byte step of the table-driven CRC and four single bytes instead
+    // of twenty single bytes (a header is framed once per WAL record).
+    let mut covered = [0u8; 20];
+    covered[..8].copy_from_slice(&file_number.to_le_bytes());
+    let n = first12.len().min(12);
+    covered[8..8 + n].copy_from_slice(&first12[..n]);
+    mask_crc(crc32fast::hash(&covered[..8 + n]))
 }
 
 /// Fills the header of a record whose payload starts at `buf[HEADER_LEN..]`, for the log
@@ -615,6 +619,26 @@ mod tests {
         bytes[4096..8192].fill(0);
         fs.write_file(&p, &bytes).unwrap();
         (fs, p)
+    }
+
+    /// The header checksum is format (`docs/format.md` section 2): the CRC of the file
+    /// number's 8 little-endian bytes followed by the header's first 12, masked. Computed in
+    /// one pass since session 26; it must equal the two-part computation that wrote every
+    /// older file.
+    #[test]
+    fn header_crc_is_the_crc_of_the_file_number_then_the_first_twelve_bytes() {
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..1000 {
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let file_number = rng >> (rng % 64);
+            let first12: Vec<u8> = (0..12).map(|i| (rng >> (i * 5)) as u8).collect();
+            let mut h = crc32fast::Hasher::new();
+            h.update(&file_number.to_le_bytes());
+            h.update(&first12);
+            assert_eq!(header_crc(file_number, &first12), mask_crc(h.finalize()));
+        }
     }
 
     #[test]

@@ -9,9 +9,11 @@
 //! removes a closed database's files, [`invariants`] checks the tree for tests and tools. Reads go through [`ReadPath`], which the engine feeds and which
 //! knows nothing of it.
 //!
-//! Locks, in the order they may be taken: `versions`, then `state`; `wal` is taken alone, or
-//! after `state` only by the group-commit leader that has released `state` first; a writer's
-//! own waiter (`write::Waiter`) last, alone or under `state`.
+//! Locks, in the order they may be taken: `versions`, then `state`; `wal` (the WAL and the live
+//! memtable with its writer, `LiveLog`) without `state`, by the group-commit leader that has
+//! released `state` first, by `sync` and by `close`; under `wal` the leader takes only the
+//! memtable's own locks (its spare chunks, its range tombstones' writer), which no one holds
+//! while taking another; a writer's own waiter (`write::Waiter`) last, alone or under `state`.
 
 mod background;
 pub(crate) mod destroy;

@@ -565,8 +565,9 @@ impl Core {
             ));
             return Err(e);
         };
-        let last_seq = first_seq + count - 1; // first_seq >= 1, first_seq + count <= MAX_SEQ
-                                              // Both written only here, under the state lock (and by recovery, before writes).
+        // first_seq >= 1, first_seq + count <= MAX_SEQ
+        let last_seq = first_seq + count - 1;
+        // Both written only here, under the state lock (and by recovery, before writes).
         Counters::add_ordered(&self.counters.write_groups, 1);
         let result = MutexGuard::unlocked(st, || self.commit_group(group, first_seq));
         if let Ok(Some(took)) = result {

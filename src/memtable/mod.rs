@@ -22,6 +22,7 @@
 //! instead would make each fold, which copies every piece, run every few dozen deletes.
 //! Left so, found by review in session 24.)
 
+mod entry_cell;
 mod skiplist;
 
 use crate::error::{Error, Result};
@@ -32,7 +33,7 @@ use crate::range_del::{Fragments, RangeTombstone};
 use arc_swap::ArcSwap;
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
-use skiplist::{ListWriter, SkipList};
+use skiplist::{ListWriter, Refused, SkipList};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -258,20 +259,18 @@ impl MemWriter {
         // reader that can see the entry must see its bits.
         let hash = hash_key(&user_key);
         let key = InternalKey::new(user_key, seq, kind);
-        if !self.writes_to(mem) {
-            return Err(not_its_writer());
-        }
         let first = || {
             mem.filter.add(hash);
             add_ordered(&mem.point_bytes, size);
         };
-        if !mem.map.insert_with(&mut self.list, key, value, first) {
-            return Err(Error::other(format!(
+        match mem.map.insert_with(&mut self.list, key, value, first) {
+            Ok(()) => Ok(()),
+            Err(Refused::NotItsWriter) => Err(not_its_writer()),
+            Err(Refused::Full) => Err(Error::other(format!(
                 "memtable full: {} entries, one write group too many for its skiplist",
                 mem.map.len()
-            )));
+            ))),
         }
-        Ok(())
     }
 }
 
@@ -420,7 +419,7 @@ impl Memtable {
         self.wal_number
     }
 
-    /// Starts loading the filter line an [`insert`](Self::insert) of `user_key` will set
+    /// Starts loading the filter line a [`MemWriter::insert`] of `user_key` will set
     /// bits in (see [`ScalableBloom::prefetch`]): the write path calls it for the first keys
     /// of a group before it writes the group's WAL record.
     pub(crate) fn prefetch(&self, user_key: &[u8]) {
@@ -508,7 +507,7 @@ impl Memtable {
             + self.range_dels.load().merged_bytes()
     }
 
-    /// Counts `bytes` of shared buffers the entries slice that [`hold`](Self::hold) did not
+    /// Counts `bytes` of shared buffers the entries slice that [`MemWriter::hold_from`] did not
     /// copy: the WAL records recovery replays, whose operations are slices of the record.
     pub(crate) fn count_shared(&self, bytes: usize) {
         self.encoding_bytes.fetch_add(bytes, Ordering::Relaxed);
@@ -603,8 +602,8 @@ impl Memtable {
     }
 }
 
-/// Adds `v` to a counter whose writers a lock orders (the caller holds it): a load and a
-/// store rather than a locked read-modify-write, which the write path would pay once an
+/// Adds `v` to a counter that one thread at a time writes (the memtable's one writer, or a
+/// lock the caller holds): a load and a store rather than a locked read-modify-write, which the write path would pay once an
 /// operation. Readers see the old or the new value.
 fn add_ordered(counter: &AtomicUsize, v: usize) {
     counter.store(counter.load(Ordering::Relaxed) + v, Ordering::Relaxed);
