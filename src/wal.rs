@@ -342,10 +342,16 @@ impl WalWriter {
         self.buf.resize(HEADER_LEN, 0);
         put_u64(&mut self.buf, first_seq);
         put_u32(&mut self.buf, count);
+        // The payload's CRC from its pieces, not read back from `buf` (see
+        // `record::frame_in_place_with_crc`).
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&first_seq.to_le_bytes());
+        crc.update(&count.to_le_bytes());
         for p in parts {
+            crc.update(p);
             self.buf.extend_from_slice(p);
         }
-        record::frame_in_place(&mut self.buf, self.number);
+        record::frame_in_place_with_crc(&mut self.buf, self.number, crc.finalize());
         let res = self.log.append_framed(&self.buf);
         if self.buf.capacity() > (1 << 20) {
             self.buf = Vec::new();
