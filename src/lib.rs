@@ -39,7 +39,8 @@
 #![deny(missing_docs)]
 // `deny`, not `forbid`: `fs::mapped` (the WAL's memory map) allows it, for the map, two
 // system calls and one store, `fs::writeback` for one system call, `filter::scalable` for one
-// prefetch hint, and `memtable::entry_cell` for the skiplist's write-once entry slot.
+// prefetch hint, and `memtable::entry_cell` for the skiplist's write-once entry slot (with the
+// one call of its `unsafe` setter in `memtable::skiplist`).
 #![deny(unsafe_code)]
 
 mod batch;

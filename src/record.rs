@@ -52,8 +52,9 @@ fn header_crc(file_number: u64, first12: &[u8]) -> u32 {
 
 /// Fills the header of a record whose payload starts at `buf[HEADER_LEN..]`, for the log
 /// numbered `file_number`. `buf[..HEADER_LEN]` must have been reserved by the caller.
-/// The payload must be at most [`MAX_PAYLOAD`] bytes (the WAL's are: a batch and a write
-/// group are bounded below it).
+/// The payload must be at most [`MAX_PAYLOAD`] bytes (the manifest's are: see [`frame`]; the
+/// WAL's, a batch and a write group bounded below it, go through
+/// [`frame_in_place_with_crc`]).
 pub(crate) fn frame_in_place(buf: &mut [u8], file_number: u64) {
     let payload_crc = crc32fast::hash(&buf[HEADER_LEN..]);
     frame_in_place_with_crc(buf, file_number, payload_crc);

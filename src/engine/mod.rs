@@ -13,7 +13,8 @@
 //! memtable with its writer, `LiveLog`) without `state`, by the group-commit leader that has
 //! released `state` first, by `sync` and by `close`; under `wal` the leader takes only the
 //! memtable's own locks (its spare chunks, its range tombstones' writer), which no one holds
-//! while taking another; a writer's own waiter (`write::Waiter`) last, alone or under `state`.
+//! while taking another, and waits for the previous WAL's seal (`WalSeal`, whose seal thread
+//! never takes `wal`); a writer's own waiter (`write::Waiter`) last, alone or under `state`.
 
 mod background;
 pub(crate) mod destroy;

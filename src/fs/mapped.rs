@@ -29,7 +29,7 @@
 //!
 //! This module holds the crate's `unsafe` code but for one prefetch hint
 //! (`filter::scalable`), `writeback`'s system call and the memtable's write-once entry slot
-//! (`memtable::entry_cell`): mapping a file is `unsafe` in Rust because
+//! (`memtable::entry_cell`, set from `memtable::skiplist`): mapping a file is `unsafe` in Rust because
 //! another process could change or shorten it under the map. No other siltdb process writes
 //! or cuts a live WAL (a writer holds the database's directory lock; a read-only open only
 //! reads), and the map covers only bytes that this writer allocated and only it writes.

@@ -3,9 +3,10 @@
 //! a `OnceLock` takes to set a value: the writer's `&mut` hold on the list's writer state is
 //! what makes it alone, so the cell needs no lock of its own.
 //!
-//! This module holds the memtable's only `unsafe` code (see `src/lib.rs` for the
-//! crate's others). The contract is small: [`EntryCell::set`] is `unsafe` and its caller
-//! promises that no other thread sets the same cell at the same time; everything else is
+//! This module holds the memtable's `unsafe` code but for the one call of [`EntryCell::set`]
+//! in `skiplist.rs` (see `src/lib.rs` for the crate's others). The contract is small: `set`
+//! is `unsafe`, and its caller promises that every two calls of it on a cell are ordered (one
+//! happens before the other: the skiplist's one writer makes them all); everything else is
 //! safe. A cell that is read before it is set answers `None` (the `Acquire` load of its flag
 //! pairs with the `Release` store after the value is written), so a reader never sees a
 //! half-written entry even if the list's own publication order were wrong; a second `set` of
@@ -55,8 +56,8 @@ impl<T> EntryCell<T> {
     /// Writes the value; `Err(value)` back if the cell is set already.
     ///
     /// # Safety
-    /// No other thread may call `set` on this cell at the same time (the skiplist calls it
-    /// only through its one writer, which a `&mut` borrow makes alone).
+    /// Every two calls of `set` on this cell must be ordered, one happening before the other
+    /// (the skiplist calls it only through its one writer, which a `&mut` borrow makes alone).
     #[allow(unsafe_code)]
     pub(super) unsafe fn set(&self, value: T) -> Result<(), T> {
         if self.set.load(Ordering::Relaxed) {
