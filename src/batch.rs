@@ -271,7 +271,14 @@ mod tests {
         b.insert(vec![0u8; MAX_KEY_SIZE], "ok");
         assert!(b.invalid.is_none());
         b.insert(vec![0u8; MAX_KEY_SIZE + 1], "no");
-        assert!(b.invalid.as_deref().unwrap().contains("key of 65537 bytes"));
+        assert!(b.invalid.is_some());
         assert_eq!(b.len(), 1);
+        // Writing it is refused as an invalid argument, and nothing of it is written.
+        let fs = crate::fs::MemFs::new();
+        let opts = crate::Options::default()
+            .file_system(std::sync::Arc::new(fs) as std::sync::Arc<dyn crate::fs::FileSystem>);
+        let db = crate::Db::open_with("/db", opts).unwrap();
+        assert!(matches!(db.write(b), Err(crate::Error::InvalidArgument(_))));
+        assert_eq!(db.get(vec![0u8; MAX_KEY_SIZE]).unwrap(), None);
     }
 }
