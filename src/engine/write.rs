@@ -7,11 +7,12 @@
 //! its synced group, yield the CPU for a while, polling, before they sleep (see
 //! [`MAX_YIELD`]). A leader of a synced group may wait briefly for the writers of the last
 //! one to queue again; the writer whose arrival makes that group whole leads it at once
-//! instead of waking the one that waits. An unsynced write
-//! that finds no leader leads at once without queueing (a single writer thread never touches
-//! the queue). A full memtable is sealed and a new WAL started (the old WAL is sealed by the
-//! seal thread of [`super::seal`], or here for `flush`); `flush` waits for the flush thread
-//! to write the sealed memtable to L0, `sync` fsyncs the WAL.
+//! instead of waking the one that waits. An unsynced write that finds no leader leads at once
+//! without queueing (a single writer thread never touches the queue). The leader appends to
+//! the WAL and inserts into the memtable beside it under the WAL's lock ([`LiveLog`], with the
+//! memtable's one writer). A full memtable is sealed and a new WAL started (the old WAL is
+//! sealed by the seal thread of [`super::seal`], or here for `flush`); `flush` waits for the
+//! flush thread to write the sealed memtable to L0, `sync` fsyncs the WAL.
 
 use super::{Core, LiveLog, State};
 use crate::batch::WriteBatch;
