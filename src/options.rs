@@ -215,6 +215,7 @@ pub struct Options {
     pub(crate) block_cache_size: u64,
     pub(crate) block_cache: Option<BlockCache>,
     pub(crate) max_open_files: usize,
+    pub(crate) max_manifest_size: u64,
 }
 
 impl Default for Options {
@@ -244,6 +245,7 @@ impl Default for Options {
             block_cache_size: 64 << 20,
             block_cache: None,
             max_open_files: 1000,
+            max_manifest_size: 16 << 20,
         }
     }
 }
@@ -254,6 +256,7 @@ impl fmt::Debug for Options {
             .field("filter_policy", &self.filter_policy)
             .field("filter_memory_limit", &self.filter_memory_limit)
             .field("memtable_size", &self.memtable_size)
+            .field("max_manifest_size", &self.max_manifest_size)
             .field("max_immutable_memtables", &self.max_immutable_memtables)
             .field("block_size", &self.block_size)
             .field("sync_writes", &self.sync_writes)
@@ -332,6 +335,18 @@ impl Options {
     /// ~1 GiB (~2.6 GiB for 16-byte keys and 100-byte values) is never reached.
     pub fn memtable_size(mut self, bytes: usize) -> Self {
         self.memtable_size = bytes;
+        self
+    }
+
+    /// Bytes of manifest (the log of the tree's changes) past which it is rewritten as a fresh
+    /// snapshot of the tree, once it is also twice that snapshot's size: a new manifest is
+    /// written and synced, `CURRENT` is switched to it, and the old one removed, crash-safely
+    /// at every step (`docs/durability.md`). Default 16 MiB; at least 1 KiB, at most 64 GiB
+    /// (open fails with `InvalidArgument` otherwise). Smaller rewrites more often and keeps
+    /// reopening quick; the rewrite runs on the thread that records an edit (a flush or a
+    /// compaction).
+    pub fn max_manifest_size(mut self, bytes: u64) -> Self {
+        self.max_manifest_size = bytes;
         self
     }
 
@@ -537,6 +552,12 @@ impl Options {
         if self.max_open_files == 0 {
             return bad("max_open_files must be at least 1".into());
         }
+        if !(1024..=MAX_TABLE_TARGET).contains(&self.max_manifest_size) {
+            return bad(format!(
+                "max_manifest_size must be between 1 KiB and 64 GiB, got {}",
+                self.max_manifest_size
+            ));
+        }
         if self.max_immutable_memtables == 0 {
             return bad("max_immutable_memtables must be at least 1".into());
         }
@@ -616,6 +637,15 @@ mod tests {
             .validate()
             .is_err());
         assert!(Options::default().memtable_size(10).validate().is_err());
+        assert_eq!(Options::default().max_manifest_size, 16 << 20);
+        for bad in [0, 1023, MAX_TABLE_TARGET + 1] {
+            let e = Options::default().max_manifest_size(bad).validate();
+            assert!(matches!(e, Err(Error::InvalidArgument(_))), "{bad}");
+        }
+        assert!(Options::default()
+            .max_manifest_size(1024)
+            .validate()
+            .is_ok());
         assert!(Options::default().block_size(0).validate().is_err());
         assert!(Options::default().l0_stop_trigger(2).validate().is_err());
         assert!(Options::default().level_size_ratio(1).validate().is_err());

@@ -384,7 +384,7 @@ fn open_versions(ctx: &Ctx<'_>, files: &[(String, FileKind)]) -> Result<VersionS
         env.caches.files.capacity(),
         ctx.opts.max_open_files
     );
-    let versions = match vset::read_current(fs.as_ref(), dir)? {
+    let mut versions = match vset::read_current(fs.as_ref(), dir)? {
         Some(number) => {
             let (_, st) =
                 vset::replay_current_manifest(fs.as_ref(), dir, number, ctx.opts.read_only)?;
@@ -411,6 +411,7 @@ fn open_versions(ctx: &Ctx<'_>, files: &[(String, FileKind)]) -> Result<VersionS
             versions.mark_file_number_used(*n);
         }
     }
+    versions.set_rewrite_at(ctx.opts.max_manifest_size);
     Ok(versions)
 }
 

@@ -23,7 +23,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// A manifest larger than this is rewritten as a fresh snapshot (once it is also twice its
-/// snapshot's size: see [`ManifestWriter::snapshot_len`]).
+/// snapshot's size: see [`ManifestWriter::snapshot_len`]), unless the database's
+/// `Options::max_manifest_size` says otherwise (its default is this too).
 const MAX_MANIFEST_BYTES: u64 = 16 << 20;
 
 #[derive(Debug)]
@@ -347,7 +348,8 @@ pub(crate) struct VersionSet {
     compact_pointers: Vec<Vec<u8>>,
     /// The manifest write that failed; every later edit is refused with it.
     failed: Option<Error>,
-    /// Manifest bytes past which it is rewritten: [`MAX_MANIFEST_BYTES`] (smaller in tests).
+    /// Manifest bytes past which it is rewritten: `Options::max_manifest_size`
+    /// ([`MAX_MANIFEST_BYTES`] until [`set_rewrite_at`](Self::set_rewrite_at)).
     rewrite_at: u64,
     /// What the tables share (caches, the obsolete-file queue).
     env: Arc<TableEnv>,
@@ -403,6 +405,11 @@ impl VersionSet {
             rewrite_at: MAX_MANIFEST_BYTES,
             env: env.clone(),
         }
+    }
+
+    /// Rewrites the manifest once it is `bytes` long (and twice its snapshot's size).
+    pub(crate) fn set_rewrite_at(&mut self, bytes: u64) {
+        self.rewrite_at = bytes;
     }
 
     /// What the tables share.

@@ -15,15 +15,26 @@ pub const DIR: &str = "/db";
 /// many 4 KiB pages.
 pub const LARGE_MEMTABLE_SEEDS: u64 = 100;
 
+/// Seeds from this one on also rewrite their manifest whenever it passes 1 KiB (and twice
+/// its snapshot), so that crash points fall inside runtime manifest rewrites (a history with
+/// the default 16 MiB never rewrites one but at its reopen).
+pub const SMALL_MANIFEST_SEEDS: u64 = 300;
+
 /// The options of a history: even seeds read through a small block cache (which evicts), odd
 /// seeds with the cache off, so that every crash model runs both ways.
 fn options(fs: &MemFs, seed: u64) -> Options {
-    let memtable = if seed >= LARGE_MEMTABLE_SEEDS {
+    let memtable = if (LARGE_MEMTABLE_SEEDS..SMALL_MANIFEST_SEEDS).contains(&seed) {
         64 << 10
     } else {
         8 << 10
     };
+    let manifest = if seed >= SMALL_MANIFEST_SEEDS {
+        1 << 10
+    } else {
+        16 << 20
+    };
     Options::default()
+        .max_manifest_size(manifest)
         .block_cache_size(if seed.is_multiple_of(2) { 64 << 10 } else { 0 })
         .file_system(Arc::new(fs.clone()) as Arc<dyn FileSystem>)
         .memtable_size(memtable)
@@ -56,6 +67,9 @@ pub struct Report {
     pub phantom: u64,
     pub holes: u64,
     pub torn_batches: u64,
+    /// Distinct manifest files seen in the crash points' directories (a rewrite makes a new
+    /// one).
+    pub manifests: u64,
     pub first_problem: Option<String>,
 }
 
@@ -72,7 +86,7 @@ impl Report {
 
     pub fn card(&self, name: &str) -> String {
         format!(
-            "{name}: crash_points={} recovery_crash_points={} checks={} open_fail={} lost={} phantom={} holes={} torn_batch={}",
+            "{name}: crash_points={} recovery_crash_points={} checks={} open_fail={} lost={} phantom={} holes={} torn_batch={} manifests={}",
             self.crash_points,
             self.recovery_points,
             self.checks,
@@ -80,7 +94,8 @@ impl Report {
             self.lost,
             self.phantom,
             self.holes,
-            self.torn_batches
+            self.torn_batches,
+            self.manifests
         )
     }
 }
@@ -335,6 +350,8 @@ pub fn run_models_synced_by(
     let pc = history_points.clone();
     let checked_points = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let checked = checked_points.clone();
+    let manifests = Arc::new(Mutex::new(std::collections::HashSet::new()));
+    let seen = manifests.clone();
     fs.set_crash_hook(
         every,
         Some(Arc::new(move |p: CrashPoint| {
@@ -343,6 +360,10 @@ pub fn run_models_synced_by(
                 return;
             }
             checked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if let Ok(names) = p.fs.list(Path::new(DIR)) {
+                let mut seen = seen.lock();
+                seen.extend(names.into_iter().filter(|n| n.starts_with("MANIFEST-")));
+            }
             for mode in models(n) {
                 check_image(seed, &p, mode, &r2);
             }
@@ -402,6 +423,7 @@ pub fn run_models_synced_by(
     fs.set_crash_hook(0, None);
     let mut r = report.lock().clone();
     r.crash_points = checked_points.load(std::sync::atomic::Ordering::Relaxed);
+    r.manifests = manifests.lock().len() as u64;
     r.history_points = history_points.load(std::sync::atomic::Ordering::Relaxed);
     r
 }
