@@ -66,6 +66,9 @@ fn bad_options_are_rejected() {
         Options::default().target_table_size(u64::MAX),
         Options::default().block_size(10),
         Options::default().l0_compaction_trigger(0),
+        Options::default().max_manifest_size(0),
+        Options::default().max_manifest_size(1023),
+        Options::default().max_manifest_size((64 << 30) + 1),
     ] {
         assert!(matches!(
             Db::open_with(dir.path(), opts),
