@@ -68,7 +68,8 @@ fn power_loss_during_runtime_manifest_rewrites() {
     println!("{}", r.card("power loss during manifest rewrites"));
     // The history rewrote its manifest many times (each rewrite starts a new file; the open
     // and the reopen half way make two, the rest are rewrites at runtime: 9-10 in all in
-    // three runs), so many of the crash points fell inside a rewrite.
+    // three runs). A rewrite spans about nine file-system operations, so with every third
+    // one a crash point, crash points fell inside each.
     assert!(r.manifests >= 6, "only {} manifests seen", r.manifests);
     assert!(
         r.crash_points >= 300,

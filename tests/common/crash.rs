@@ -11,13 +11,13 @@ use std::sync::Arc;
 
 pub const DIR: &str = "/db";
 
-/// Seeds from this one on run with 64 KiB memtables instead of 8 KiB, so that each WAL spans
-/// many 4 KiB pages.
+/// Seeds from this one up to [`SMALL_MANIFEST_SEEDS`] run with 64 KiB memtables instead of
+/// 8 KiB, so that each WAL spans many 4 KiB pages.
 pub const LARGE_MEMTABLE_SEEDS: u64 = 100;
 
-/// Seeds from this one on also rewrite their manifest whenever it passes 1 KiB (and twice
-/// its snapshot), so that crash points fall inside runtime manifest rewrites (a history with
-/// the default 16 MiB never rewrites one but at its reopen).
+/// Seeds from this one on (with 8 KiB memtables) rewrite their manifest whenever it passes
+/// 1 KiB (and twice its snapshot), so that crash points fall inside runtime manifest rewrites
+/// (a history with the default 16 MiB writes a manifest only at its open and its reopen).
 pub const SMALL_MANIFEST_SEEDS: u64 = 300;
 
 /// The options of a history: even seeds read through a small block cache (which evicts), odd
