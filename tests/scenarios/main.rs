@@ -38,6 +38,7 @@ mod concurrent_readers_writer;
 mod concurrent_scans_compaction;
 mod corruption_bit_flips;
 mod destroy;
+mod destroy_crash;
 mod error_if_exists;
 mod filter_counters;
 mod filter_kinds_mixed;
