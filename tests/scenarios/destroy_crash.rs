@@ -96,6 +96,11 @@ fn a_crash_during_destroy_leaves_the_whole_database_or_one_that_destroy_finishes
             }
         }
     }
+    println!(
+        "{} crash points x {} models: {whole} opened whole, {refused} refused, then destroyed",
+        points.len(),
+        models.len()
+    );
     // Both outcomes happened: the crash points cover the destroy from before its first
     // removal to after its last.
     assert!(whole > 0 && refused > 0, "whole {whole}, refused {refused}");
