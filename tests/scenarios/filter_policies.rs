@@ -92,12 +92,23 @@ fn monkey_gives_small_levels_more_bits() {
     let last = levels.last().unwrap();
     let first = &levels[0];
     assert!(first.bits_per_key > last.bits_per_key + 2.0, "{levels:?}");
-    // The whole tree stays near the average (L0's transient tables are not charged to it).
-    let (bytes, keys): (u64, u64) = levels
-        .iter()
-        .fold((0, 0), |(b, k), l| (b + l.filter_bytes, k + l.filter_keys));
+    // The whole tree stays near the budget of 10 bits per key (L0's transient tables are not
+    // charged to it), give or take what Monkey cannot control: a Bloom filter takes whole
+    // 512-bit lines (up to 512 bits more per table: ~2 bits per key with this test's tables
+    // of ~240 keys), and a table moved down unchanged keeps the bits of the level it was built
+    // for (more of them when compactions lag the load: a fixed upper bound of 11.5 failed in
+    // CI at 11.55 while runs alone measured 10.5-11.2). A policy that gave every level the
+    // small levels' bits would be far above.
+    let (bytes, keys, tables): (u64, u64, u64) = levels.iter().fold((0, 0, 0), |(b, k, t), l| {
+        (b + l.filter_bytes, k + l.filter_keys, t + l.tables as u64)
+    });
     let avg = bytes as f64 * 8.0 / keys as f64;
-    assert!((8.5..11.5).contains(&avg), "average {avg} bits/key");
+    let lines = 512.0 * tables as f64 / keys as f64;
+    println!("monkey average {avg:.2} bits/key (line rounding up to {lines:.2}), {levels:?}");
+    assert!(
+        avg >= 8.5 && avg < 10.0 + lines + 0.75,
+        "average {avg} bits/key, line rounding up to {lines}"
+    );
 }
 
 #[test]
