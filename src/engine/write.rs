@@ -711,34 +711,31 @@ impl Core {
             // The last operation's value ends the encoding (a put's does): it takes the
             // encoding's own reference instead of a new one (one reference count taken, and
             // one dropped, fewer a single put).
+            let mut apply = |kind, key, value| {
+                if let Err(e) = apply_op(mem, writer, kind, key, value, seq, &mut ranges) {
+                    failed.get_or_insert(e);
+                }
+                seq += 1;
+            };
             let mut last = None;
             let mut left = b.count;
             wal::walk_ops(&encoded, b.count, |op| {
                 left = left.saturating_sub(1);
                 let key = encoded.slice_ref(op.key);
                 // (An empty value may be a static slice outside the encoding.)
-                let value_start = (op.value.as_ptr() as usize)
-                    .checked_sub(encoded.as_ptr() as usize)
-                    .filter(|_| !op.value.is_empty());
-                if let Some(start) =
-                    value_start.filter(|start| left == 0 && start + op.value.len() == encoded.len())
+                if left == 0
+                    && !op.value.is_empty()
+                    && op.value.as_ptr_range().end == encoded.as_ptr_range().end
                 {
-                    last = Some((op.kind, key, start, seq));
+                    last = Some((op.kind, key, op.value.len()));
                     return;
                 }
-                let value = encoded.slice_ref(op.value);
-                if let Err(e) = apply_op(mem, writer, op.kind, key, value, seq, &mut ranges) {
-                    failed.get_or_insert(e);
-                }
-                seq += 1;
+                apply(op.kind, key, encoded.slice_ref(op.value));
             });
-            if let Some((kind, key, value_start, at)) = last {
+            if let Some((kind, key, value_len)) = last {
                 let mut value = encoded;
-                value.advance(value_start);
-                if let Err(e) = apply_op(mem, writer, kind, key, value, at, &mut ranges) {
-                    failed.get_or_insert(e);
-                }
-                seq += 1;
+                value.advance(value.len() - value_len);
+                apply(kind, key, value);
             }
         }
         apply_range_deletes(mem, ranges);
