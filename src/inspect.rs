@@ -80,7 +80,8 @@ pub enum LogEnd {
         bytes: u64,
     },
     /// In a WAL: a bad record, valid records after it but no sync mark, and zeros where a
-    /// page a power loss lost would leave them (`docs/format.md` §2): the unsynced end of the
+    /// page a power loss lost would leave them, or a record whole but for a header checksum
+    /// word of zeros (a header writeback caught half-stored) (`docs/format.md` §2): the unsynced end of the
     /// log, from `offset` on, which recovery cuts off, with the records of any later WAL (or
     /// reports as corruption if a later WAL holds a sync mark).
     LostPages {

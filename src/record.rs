@@ -156,9 +156,9 @@ pub(crate) struct TailReport {
     pub(crate) torn_at: Option<u64>,
     /// Bytes of the torn tail that were dropped.
     pub(crate) dropped_bytes: u64,
-    /// The torn tail starts at pages a power loss lost while later ones reached the disk:
-    /// valid records follow it, none of them a sync mark (see
-    /// [`RecordReader::lost_pages_after_sync`]).
+    /// The torn tail starts at pages a power loss lost while later ones reached the disk (or
+    /// at a record header writeback caught half-stored): valid records follow it, none of
+    /// them a sync mark (see [`RecordReader::lost_pages_after_sync`]).
     pub(crate) lost_pages: bool,
 }
 
@@ -252,7 +252,9 @@ impl RecordReader {
     /// record followed by valid ones is cut off as a torn tail (with
     /// [`TailReport::lost_pages`] set) instead of being corruption when the bad stretch holds
     /// what a lost page leaves (a header of zeros, or at least [`LOST_PAGE_ZEROS`] zero bytes
-    /// up to a 4 KiB boundary) and no sync mark follows it. A sync mark after it means an
+    /// up to a 4 KiB boundary) and no sync mark follows it. So is a record whole but for a
+    /// header checksum word of zeros, the header writeback can catch half-stored in a log
+    /// written through a map (see `header_half_stored`). A sync mark after either means an
     /// fsync wrote those pages: then the damage is corruption, as before.
     pub(crate) fn lost_pages_after_sync(mut self, is_sync_mark: fn(&[u8]) -> bool) -> Self {
         self.sync_mark = Some(is_sync_mark);
@@ -369,6 +371,35 @@ impl RecordReader {
             window_at = window_end;
         }
         Ok(found && !self.header_bit_flip_makes_whole(from)?)
+    }
+
+    /// True if the record at `offset` is whole but for its header checksum word, which is
+    /// zero: what writeback leaves of a record written through a map when it writes the
+    /// record's page after the writer stored the header's first 12 bytes and before it stored
+    /// that word (the writer stores the payload, then those 12 bytes, then the word), and the
+    /// page's newer version is then lost to a power loss while a later page reached the disk.
+    /// The 12 bytes must be a header's (kind, zeros, a length that fits) and the payload must
+    /// match their checksum; and no single flipped bit of the word may make the record whole
+    /// instead (a word of one set bit flipped to zero is damage, as before).
+    fn header_half_stored(&self, offset: u64) -> Result<bool> {
+        let remaining = self.len - offset;
+        if remaining < HEADER_LEN as u64 {
+            return Ok(false);
+        }
+        let h = self.read(offset, HEADER_LEN)?;
+        if h[12..16] != [0, 0, 0, 0] || h[8] != KIND_FULL || h[9..12] != [0, 0, 0] {
+            return Ok(false);
+        }
+        let len = u32::from_le_bytes([h[4], h[5], h[6], h[7]]);
+        if len as usize > MAX_PAYLOAD || u64::from(len) > remaining - HEADER_LEN as u64 {
+            return Ok(false);
+        }
+        let crc = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
+        let payload = self.read(offset + HEADER_LEN as u64, len as usize)?;
+        if mask_crc(crc32fast::hash(&payload)) != crc {
+            return Ok(false);
+        }
+        Ok(!self.header_bit_flip_makes_whole(offset)?)
     }
 
     /// True if the record at `offset` checks once a single bit of its header is flipped,
@@ -552,7 +583,8 @@ impl RecordReader {
             }
             let cut = self.sync_mark.is_some()
                 && !after.sync_mark
-                && self.looks_like_lost_pages(offset, first_valid)?;
+                && (self.looks_like_lost_pages(offset, first_valid)?
+                    || self.header_half_stored(offset)?);
             if !cut {
                 return Err(Error::corruption(
                     &self.path,
@@ -716,6 +748,78 @@ mod tests {
             read_with_marks(&fs, &p),
             Err(Error::Corruption { offset: 3888, .. })
         ));
+    }
+
+    /// 40 records of 200 bytes, with empty ones (sync marks) where `mark_at` says, record 10's
+    /// header checksum word zeroed (as writeback leaves a header half-stored), and `damage`
+    /// applied to the bytes.
+    fn log_with_half_stored_header(
+        mark_at: Option<usize>,
+        damage: fn(&mut [u8]),
+    ) -> (MemFs, PathBuf) {
+        let payloads: Vec<Vec<u8>> = (0..40u8)
+            .map(|i| {
+                if Some(i as usize) == mark_at {
+                    Vec::new()
+                } else {
+                    vec![i | 1; 200]
+                }
+            })
+            .collect();
+        let refs: Vec<&[u8]> = payloads.iter().map(|p| p.as_slice()).collect();
+        let (fs, p, mut bytes) = log_with(&refs);
+        bytes[10 * 216 + 12..10 * 216 + 16].fill(0);
+        damage(&mut bytes);
+        fs.write_file(&p, &bytes).unwrap();
+        (fs, p)
+    }
+
+    #[test]
+    fn a_header_half_stored_by_writeback_is_cut_unless_a_sync_mark_follows() {
+        let at = 10 * 216;
+        // In a WAL (sync marks), the history ends at the half-stored record: the writes after
+        // it were never synced.
+        let (fs, p) = log_with_half_stored_header(None, |_| {});
+        let (recs, tail) = read_with_marks(&fs, &p).unwrap();
+        assert_eq!(
+            (recs.len(), tail.torn_at, tail.lost_pages),
+            (10, Some(at as u64), true)
+        );
+        assert_eq!(tail.dropped_bytes, 30 * 216);
+        // A manifest is never written through a map: there it is damage.
+        assert!(matches!(
+            read_all(&fs, &p),
+            Err(Error::Corruption { offset, .. }) if offset == at as u64
+        ));
+        // A sync mark after it: the fsync before that mark wrote the whole header.
+        let (fs, p) = log_with_half_stored_header(Some(30), |_| {});
+        assert!(matches!(
+            read_with_marks(&fs, &p),
+            Err(Error::Corruption { offset, .. }) if offset == at as u64
+        ));
+        // The payload was stored before the header: one that fails the header's checksum is
+        // damage, and so is a header whose other bytes are not a header's.
+        for damage in [
+            (|b: &mut [u8]| b[10 * 216 + 100] ^= 0x10) as fn(&mut [u8]),
+            |b| b[10 * 216 + 9] = 1,
+            |b| b[10 * 216 + 8] = 2,
+            |b| b[10 * 216 + 4..10 * 216 + 8].copy_from_slice(&201u32.to_le_bytes()),
+        ] {
+            let (fs, p) = log_with_half_stored_header(None, damage);
+            assert!(matches!(
+                read_with_marks(&fs, &p),
+                Err(Error::Corruption { offset, .. }) if offset == at as u64
+            ));
+        }
+        // The last record half-stored, nothing after it: a torn tail, as before.
+        let (fs, p, mut bytes) = log_with(&[&[1u8; 200][..], &[3u8; 200][..]]);
+        bytes[216 + 12..216 + 16].fill(0);
+        fs.write_file(&p, &bytes).unwrap();
+        let (recs, tail) = read_with_marks(&fs, &p).unwrap();
+        assert_eq!(
+            (recs.len(), tail.torn_at, tail.lost_pages),
+            (1, Some(216), false)
+        );
     }
 
     #[test]

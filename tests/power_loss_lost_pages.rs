@@ -219,3 +219,63 @@ fn a_flipped_bit_in_the_unsynced_tail_is_still_corruption() {
         assert!(matches!(err, Error::Corruption { .. }), "{at}: {err:?}");
     }
 }
+
+/// The WAL of a crash image of `fs` with the header checksum word of the record holding key
+/// `i` zeroed: what writeback leaves when it writes the record's page between the writer's
+/// store of the header's first 12 bytes and its store of that word (the writer stores the
+/// payload first), and the power fails before the page's newer version reaches the disk.
+fn image_with_half_stored_header(fs: &MemFs, i: u32) -> MemFs {
+    let image = fs.crash_image(CrashImageOptions::PROCESS_CRASH);
+    let wal = the_wal(&image);
+    let mut bytes = image.read_file(&wal).unwrap();
+    let k = key(i);
+    let at = bytes
+        .windows(k.len())
+        .position(|w| w == &k[..])
+        .expect("the key is in the WAL");
+    // payload := first_seq u64 | count u32 | kind u8 | key_len varint (1 byte) | key ...,
+    // after a 16-byte header whose last 4 bytes are the header checksum.
+    let header = at - 14 - 16;
+    assert_ne!(bytes[header + 12..header + 16], [0, 0, 0, 0]);
+    bytes[header + 12..header + 16].fill(0);
+    image.write_file(&wal, &bytes).unwrap();
+    image
+}
+
+/// The exception D5 had until session 27: a record header caught half-stored by writeback,
+/// with later records on disk, read as corruption and the database did not open.
+#[test]
+fn a_header_half_stored_by_writeback_cuts_the_log_there() {
+    let fs = MemFs::new();
+    let db = Db::open_with(DIR, options(&fs)).unwrap();
+    load(&db, 0..400);
+    let image = image_with_half_stored_header(&fs, 200);
+    drop(db);
+    let db = Db::open_with(DIR, options(&image)).expect("open after the power loss");
+    assert_eq!(prefix_held(&db, 400), 200);
+    assert_eq!(db.stats().wal_torn_tails, 1);
+    // The database goes on from there.
+    db.insert(b"after", b"reopen").unwrap();
+    drop(db);
+    let db = Db::open_with(DIR, options(&image)).unwrap();
+    assert_eq!(prefix_held(&db, 400), 200);
+    assert_eq!(db.get(b"after").unwrap().as_deref(), Some(&b"reopen"[..]));
+}
+
+/// A write synced after the record means an fsync wrote its header whole: a half-stored one
+/// is damage, as before.
+#[test]
+fn a_header_half_stored_before_a_synced_write_is_corruption() {
+    let fs = MemFs::new();
+    let db = Db::open_with(DIR, options(&fs)).unwrap();
+    for i in 0..400 {
+        db.insert_with(key(i), value(i), WriteOptions::new().sync(i == 300))
+            .unwrap();
+    }
+    let before = image_with_half_stored_header(&fs, 200);
+    let after = image_with_half_stored_header(&fs, 350);
+    drop(db);
+    assert_corrupt(&before);
+    let db = Db::open_with(DIR, options(&after)).expect("open");
+    assert_eq!(prefix_held(&db, 400), 350);
+}

@@ -255,7 +255,7 @@ fn recover_once(
             let counted = lost_end.is_none();
             if tail.lost_pages {
                 log::warn!(
-                    "{}: cut at offset {at}: pages there were lost (a power loss before they were synced) while later ones were written; {} bytes of unsynced writes after them are dropped",
+                    "{}: cut at offset {at}: pages there were lost, or a record header was stored half (a power loss before they were synced), while later ones were written; {} bytes of unsynced writes after them are dropped",
                     path.display(),
                     tail.dropped_bytes
                 );
