@@ -289,6 +289,30 @@ fn wal_and_manifest_dumps() {
     std::fs::write(&wal, &bytes[..bytes.len() - 3]).unwrap();
     let out = stdout(&["wal", "dump", wal.to_str().unwrap()]);
     assert!(out.contains("end: torn tail of"), "{out}");
+    assert!(!out.contains("no valid record"), "{out}");
+    // The same WAL under another number: its records are bound to its own, so none is valid
+    // here, and the dump says what that may mean (recovery too would cut it all off).
+    let renamed = dir.path().join("000999.wal");
+    std::fs::write(&renamed, &bytes).unwrap();
+    let out = stdout(&["wal", "dump", renamed.to_str().unwrap()]);
+    assert!(
+        out.contains("torn tail of")
+            && out.contains("at offset 0")
+            && out.contains("no valid record"),
+        "{out}"
+    );
+    let v = json_lines(&stdout(&[
+        "wal",
+        "dump",
+        renamed.to_str().unwrap(),
+        "--json",
+    ]));
+    let end = &v.last().unwrap()["end"];
+    assert_eq!(end["offset"], 0);
+    assert!(
+        end["detail"].as_str().unwrap().contains("no valid record"),
+        "{end}"
+    );
 }
 
 #[test]
@@ -324,4 +348,52 @@ fn wal_dump_shows_sync_marks_and_pages_lost_by_a_power_loss() {
     assert!(end["status"].as_str().unwrap().starts_with("pages lost"));
     let at = end["offset"].as_u64().unwrap();
     assert!((5 * 4096 - 200..6 * 4096).contains(&at), "{at}");
+}
+
+/// A damaged table does not end `db info`: its row names the damage, the other tables are
+/// reported as before, and the command exits 1 (it exited 2 at the first bad table, telling
+/// the operator to try again).
+#[test]
+fn db_info_reports_a_damaged_table_and_the_rest() {
+    use common::cli::{run, silt};
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open_with(dir.path(), Options::default().auto_compaction(false)).unwrap();
+    for t in 0..3u32 {
+        for i in (t..300).step_by(3) {
+            db.insert(format!("k{i:05}"), format!("v{i}")).unwrap();
+        }
+        db.flush().unwrap();
+    }
+    drop(db);
+    let mut tables = common::files_with_ext(dir.path(), "sst");
+    tables.sort();
+    // The footer's magic gone: the table does not open.
+    let bad = &tables[1];
+    let mut bytes = std::fs::read(bad).unwrap();
+    let n = bytes.len();
+    bytes[n - 8..].fill(0);
+    std::fs::write(bad, &bytes).unwrap();
+    let (out, err) = run(silt().args(["db", "info", "--json"]).arg(dir.path()), 1);
+    assert!(err.contains("1 table"), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rows = v["levels"][0]["table_list"].as_array().unwrap();
+    assert_eq!(rows.len(), 3, "{out}");
+    let damaged: Vec<_> = rows.iter().filter(|r| !r["damage"].is_null()).collect();
+    assert_eq!(damaged.len(), 1, "{out}");
+    assert_eq!(damaged[0]["filter_kind"], "damaged");
+    let name = bad.file_name().unwrap().to_str().unwrap();
+    assert!(
+        damaged[0]["damage"].as_str().unwrap().contains(name),
+        "{out}"
+    );
+    assert!(rows
+        .iter()
+        .filter(|r| r["damage"].is_null())
+        .all(|r| r["filter_kind"] == "bloom"));
+    let (text, _) = run(silt().args(["db", "info"]).arg(dir.path()), 1);
+    assert!(text.contains("DAMAGED"), "{text}");
+    // A table missing (a writer compacted it away meanwhile) is still "try again": status 2.
+    std::fs::remove_file(bad).unwrap();
+    let (_, err) = run(silt().args(["db", "info"]).arg(dir.path()), 2);
+    assert!(err.contains("try again"), "{err}");
 }

@@ -1,7 +1,7 @@
 //! `silt db info|get`: read-only views of a database directory (`db compact|size` are in
 //! `dbspace`).
 
-use crate::output::{escape, line, parse_key, print_json, show, CliError};
+use crate::output::{escape, flush, line, parse_key, print_json, show, CliError};
 use clap::Args;
 use serde::Serialize;
 use siltdb::inspect::table::TableReader;
@@ -37,6 +37,11 @@ struct TableRow {
     filter_kind: String,
     predicted_fpr: f64,
     index_bytes: u64,
+    /// Why the table could not be opened (damaged, or unreadable), with its file and offset;
+    /// `null` for a table that opened. A damaged table's keys, filter, index and predicted
+    /// false-positive rate count 0 and its filter kind is "damaged"; the report goes on, and
+    /// the command exits 1.
+    damage: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -142,13 +147,35 @@ pub fn info(dir: &Path, json: bool) -> Result<(), CliError> {
         let mut rows = Vec::new();
         for meta in metas {
             let path = dir.join(siltdb::inspect::files::table_name(meta.number));
-            let t = TableReader::open_file(&path).map_err(|e| {
-                CliError::input(format!(
-                    "{} (the database may have changed while it was read; try again): {}",
-                    path.display(),
-                    crate::output::describe(&e)
-                ))
-            })?;
+            let t = match TableReader::open_file(&path) {
+                Ok(t) => t,
+                // A table gone since the manifest was read: a running writer compacted it.
+                Err(siltdb::Error::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Err(CliError::input(format!(
+                        "{} is gone (the database changed while it was read; try again): {e}",
+                        path.display(),
+                    )));
+                }
+                // A damaged (or unreadable) table is reported in its row, and the rest of the
+                // database still is: an operator sees every table, not the first bad one.
+                Err(e) => {
+                    rows.push(TableRow {
+                        number: meta.number,
+                        bytes: meta.size,
+                        entries: meta.entries,
+                        keys: 0,
+                        smallest: escape(meta.smallest_user()),
+                        largest: escape(meta.largest_user()),
+                        filter_bytes: 0,
+                        bits_per_key: 0.0,
+                        filter_kind: "damaged".into(),
+                        predicted_fpr: 0.0,
+                        index_bytes: 0,
+                        damage: Some(crate::output::describe(&e)),
+                    });
+                    continue;
+                }
+            };
             let (fbytes, bpk, kind, fpr) = match t.filter() {
                 Some(f) => (
                     f.memory_bytes() as u64,
@@ -170,6 +197,7 @@ pub fn info(dir: &Path, json: bool) -> Result<(), CliError> {
                 filter_kind: kind.into(),
                 predicted_fpr: fpr,
                 index_bytes: t.index_memory_bytes() as u64,
+                damage: None,
             });
         }
         // Sizes and counts come from the manifest, each bounded but not their number.
@@ -228,8 +256,24 @@ pub fn info(dir: &Path, json: bool) -> Result<(), CliError> {
         expected_wasted_reads_per_absent_get: levels.iter().map(|l| l.expected_fpr).sum(),
         levels,
     };
+    let damaged = doc
+        .levels
+        .iter()
+        .flat_map(|l| &l.table_list)
+        .filter(|t| t.damage.is_some())
+        .count();
+    let verdict = || {
+        if damaged == 0 {
+            Ok(())
+        } else {
+            Err(CliError::found_problems(format!(
+                "{damaged} table(s) could not be read (`silt sst verify` says more)"
+            )))
+        }
+    };
     if json {
-        return print_json(&doc);
+        print_json(&doc)?;
+        return verdict();
     }
     let mut out = std::io::stdout().lock();
     line(&mut out, &format!("database   {}", doc.dir))?;
@@ -308,9 +352,13 @@ pub fn info(dir: &Path, json: bool) -> Result<(), CliError> {
                     t.largest
                 ),
             )?;
+            if let Some(damage) = &t.damage {
+                line(&mut out, &format!("    DAMAGED: {damage}"))?;
+            }
         }
     }
-    Ok(())
+    flush(&mut out)?;
+    verdict()
 }
 
 /// Arguments of `silt db get`.

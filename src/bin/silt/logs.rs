@@ -35,6 +35,10 @@ struct End {
     detail: Option<String>,
 }
 
+/// What a log whose first record is already torn may be: the file holds bytes but no record
+/// of the log its name numbers.
+const NO_RECORD: &str = "no valid record at all: a log whose first write was cut short, or not a siltdb log, or one renamed from another number (records are bound to the number in the file name)";
+
 fn end_json(end: &LogEnd) -> End {
     match end {
         LogEnd::Clean => End {
@@ -47,7 +51,7 @@ fn end_json(end: &LogEnd) -> End {
             status: "torn tail (an interrupted write; recovery cuts it off)",
             offset: Some(*offset),
             bytes: Some(*bytes),
-            detail: None,
+            detail: (*offset == 0).then(|| NO_RECORD.to_string()),
         },
         LogEnd::LostPages { offset, bytes } => End {
             status:
@@ -94,7 +98,12 @@ fn finish(
     } else {
         match end {
             LogEnd::Clean => line(out, "end: clean")?,
-            LogEnd::TornTail { offset, bytes } => line(out, &format!("end: torn tail of {bytes} bytes at offset {offset} (an interrupted write; recovery cuts it off)"))?,
+            LogEnd::TornTail { offset, bytes } => {
+                line(out, &format!("end: torn tail of {bytes} bytes at offset {offset} (an interrupted write; recovery cuts it off)"))?;
+                if *offset == 0 {
+                    line(out, &format!("note: {NO_RECORD}"))?;
+                }
+            }
             LogEnd::LostPages { offset, bytes } => line(out, &format!("end: pages lost by a power loss at offset {offset}: the {bytes} bytes from there on hold unsynced writes after a gap; recovery cuts them off, with any later WAL's records (corruption if a later WAL holds a sync mark)"))?,
             LogEnd::Corrupt { .. } => {}
             other => line(out, &format!("end: {other:?}"))?,

@@ -28,8 +28,9 @@ pub struct ReadampArgs {
     /// Value size in bytes.
     #[arg(long, default_value_t = 100)]
     value_size: usize,
-    /// Keep the databases in this directory (one subdirectory per setting) instead of a
-    /// temporary one.
+    /// Keep the databases in this directory (one subdirectory per setting,
+    /// `setting-<i>-<label>`, which a run first deletes if it exists) instead of a temporary
+    /// one.
     #[arg(long)]
     dir: Option<PathBuf>,
     /// Write an SVG plot: blocks read per get against bits per key, and measured against
