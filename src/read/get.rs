@@ -185,6 +185,11 @@ fn ask(
     g: &mut GetCounters,
     mut trace: Option<&mut ReadTrace>,
 ) -> Result<Option<Option<Bytes>>> {
+    // A table whose open failed when the database opened is opened by the probe, which
+    // reads its file: that I/O is not done under the guard either.
+    if !pinned.state().version.levels[level][i].is_open() {
+        pinned.own();
+    }
     let t = &pinned.state().version.levels[level][i];
     let read = match probe(t, level, w, g, trace.as_deref_mut())? {
         Probe::Skip => return Ok(None),

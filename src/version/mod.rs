@@ -136,10 +136,25 @@ impl TableHandle {
         if self.env.caches.files.is_closed() {
             return Err(Error::Closed);
         }
-        let opened = TableReader::open_cached(&self.env.caches, &self.path).and_then(|t| {
-            match_manifest(&t, &self.meta)?;
-            Ok(t)
-        });
+        let opened = TableReader::open_cached(&self.env.caches, &self.path);
+        let opened = match opened.map(|t| (match_manifest(&t, &self.meta), t)) {
+            // A read-only handle takes no lock: the database may have been destroyed and made
+            // again under it, and a new table now has this one's name. As for a table whose
+            // file was replaced after it was opened: an I/O error, not kept (the next use
+            // looks again), not corruption for the handle's life.
+            Ok((Err(mismatch), _)) if self.env.caches.read_only => {
+                return Err(io_context(
+                    "open",
+                    &self.path,
+                    io::Error::other(format!(
+                        "the file is not the table this read-only handle's manifest lists                          (replaced since it read the manifest?): {mismatch}"
+                    )),
+                ));
+            }
+            Ok((Err(mismatch), _)) => Err(mismatch),
+            Ok((Ok(()), t)) => Ok(t),
+            Err(e) => Err(e),
+        };
         match opened {
             Ok(t) => {
                 let bytes = t.open_bytes();
@@ -197,6 +212,12 @@ impl TableHandle {
                 ),
             )
         })
+    }
+
+    /// True if the table is open (its reader is in memory): asking it reads no file to open
+    /// it.
+    pub(crate) fn is_open(&self) -> bool {
+        self.table.get().is_some()
     }
 
     /// True if the table cannot be opened for good.

@@ -135,14 +135,17 @@ fn tables_deleted_while_a_read_only_open_runs_do_not_fail_it() {
         .collect();
     tables.sort();
     assert_eq!(tables.len(), 2);
+    let table_0 = fs.read_file(&dir.join(&tables[0])).unwrap();
     let unlisted = dir.join("999999.sst");
     fs.write_file(&unlisted, &fs.read_file(&dir.join(&tables[1])).unwrap())
         .unwrap();
     let (gone_listed, inner) = (dir.join(&tables[0]), fs.clone());
+    let removed = std::sync::atomic::AtomicBool::new(false);
     let hooked = HookedFs {
-        // Each vanishes when the open reaches it.
+        // Each vanishes when the open reaches it (the listed one once: it comes back below).
         on_open: Some(Arc::new(move |p: &Path| {
-            if p == gone_listed || p == Path::new("/db/999999.sst") {
+            let first = || !removed.swap(true, std::sync::atomic::Ordering::Relaxed);
+            if (p == gone_listed && first()) || p == Path::new("/db/999999.sst") {
                 let _ = inner.remove(p);
             }
         })),
@@ -160,4 +163,17 @@ fn tables_deleted_while_a_read_only_open_runs_do_not_fail_it() {
     assert_eq!(v, Some(b"old-1-0005".to_vec()));
     assert_eq!(ro.stats().broken_tables, 0);
     assert!(!fs.exists(&unlisted));
+
+    // Another table now under the gone one's name (the database made again under the
+    // handle): not the table the handle's manifest lists. An I/O error, not corruption kept
+    // for the handle's life; it once was.
+    let gone = dir.join(&tables[0]);
+    fs.write_file(&gone, &fs.read_file(&dir.join(&tables[1])).unwrap())
+        .unwrap();
+    assert!(matches!(ro.get(key(0, 5)), Err(Error::Io(_))));
+    assert_eq!(ro.stats().broken_tables, 0);
+    // Nothing was kept: with the table's own file back, the handle reads it.
+    fs.write_file(&gone, &table_0).unwrap();
+    let v = ro.get(key(0, 5)).unwrap().map(Vec::from);
+    assert_eq!(v, Some(b"old-0-0005".to_vec()));
 }
