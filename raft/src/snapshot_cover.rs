@@ -88,6 +88,14 @@ impl SnapshotCover {
         self.state.send_modify(|c| c.failed = !ok);
     }
 
+    /// The state machine failed (an apply's write did; openraft's state-machine task then
+    /// ends, and runs no install queued behind it): waiting purges give up, as after a
+    /// failed install, instead of waiting for a file no install will save (which held the
+    /// log store's purge, and with it openraft's core, for good).
+    pub(crate) fn state_machine_failed(&self) {
+        self.state.send_modify(|c| c.failed = true);
+    }
+
     /// Returns once a purge of the log up to `upto` may be written: at once on a node that
     /// never received a snapshot, else when the saved file covers `upto`.
     ///
@@ -190,17 +198,22 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_install_releases_the_waiting_purge_with_an_error() {
-        let cover = SnapshotCover::new(None);
-        cover.install_begins();
-        let mut purge = std::pin::pin!(cover.purge_may_go(id(7)));
-        assert!(!ready(purge.as_mut()));
-        cover.install_ends(false);
-        let waker = std::task::Waker::noop();
-        let mut cx = std::task::Context::from_waker(waker);
-        match std::future::Future::poll(purge.as_mut(), &mut cx) {
-            std::task::Poll::Ready(Err(crate::Error::Io(_))) => {}
-            other => panic!("expected an Io error, got {:?}", other.map(|r| r.is_ok())),
+    fn a_failed_install_or_state_machine_releases_the_waiting_purge_with_an_error() {
+        for fail in [
+            (|c: &SnapshotCover| c.install_ends(false)) as fn(&SnapshotCover),
+            SnapshotCover::state_machine_failed,
+        ] {
+            let cover = SnapshotCover::new(None);
+            cover.install_begins();
+            let mut purge = std::pin::pin!(cover.purge_may_go(id(7)));
+            assert!(!ready(purge.as_mut()));
+            fail(&cover);
+            let waker = std::task::Waker::noop();
+            let mut cx = std::task::Context::from_waker(waker);
+            match std::future::Future::poll(purge.as_mut(), &mut cx) {
+                std::task::Poll::Ready(Err(crate::Error::Io(_))) => {}
+                other => panic!("expected an Io error, got {:?}", other.map(|r| r.is_ok())),
+            }
         }
     }
 }

@@ -74,8 +74,24 @@ pub(crate) fn pairs(data: &[u8]) -> Result<Vec<Pair<'_>>, Error> {
         Ok(&data[len_end..end])
     };
     while at < data.len() {
+        let start = at;
         let k = field(&mut at)?;
         let v = field(&mut at)?;
+        // No state machine holds a longer key or value (every write is checked by
+        // `storable`): loading one would fail in siltdb after the file was kept, and again at
+        // every open, stopping the node for good instead of refusing the snapshot.
+        if k.len() > crate::MAX_USER_KEY || v.len() > siltdb::MAX_VALUE_SIZE {
+            return Err(Error::corruption(
+                "snapshot data",
+                format!(
+                    "the pair at offset {start} has a key of {} bytes and a value of {}:                      more than a state machine stores ({} and {})",
+                    k.len(),
+                    v.len(),
+                    crate::MAX_USER_KEY,
+                    siltdb::MAX_VALUE_SIZE
+                ),
+            ));
+        }
         out.push((k, v));
     }
     Ok(out)
@@ -185,6 +201,20 @@ mod tests {
                 "cut {cut}"
             );
         }
+    }
+
+    /// A pair the state machine could never have stored (a forged or damaged snapshot) is
+    /// refused by the decoder, before an install keeps the file.
+    #[test]
+    fn a_pair_longer_than_a_state_machine_stores_is_corruption() {
+        let longest = vec![b'k'; crate::MAX_USER_KEY];
+        let mut d = Vec::new();
+        push_pair(&mut d, &longest, b"v");
+        assert_eq!(pairs(&d).unwrap().len(), 1);
+        let mut longer = longest.clone();
+        longer.push(b'k');
+        push_pair(&mut d, &longer, b"v");
+        assert!(matches!(pairs(&d), Err(Error::Corruption { .. })));
     }
 
     #[test]

@@ -349,9 +349,16 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let mut applied = self.applied.clone();
         let mut batch = PiecedBatch::new(&self.db, &self.gate, self.piece_bytes);
         let mut replies = Vec::new();
+        // A failed write ends openraft's state-machine task: purges waiting for an install
+        // queued behind this apply must not wait for it.
+        let cover = &self.cover;
+        let failed = |e: siltdb::Error| {
+            cover.state_machine_failed();
+            sm_write_err(e)
+        };
         for e in entries {
             applied.last_applied = Some(e.log_id);
-            batch.cut().map_err(sm_write_err)?;
+            batch.cut().map_err(failed)?;
             let mut refused = false;
             match e.payload {
                 EntryPayload::Blank => {}
@@ -391,7 +398,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             keys::APPLIED,
             serde_json::to_vec(&applied).expect("serialises"),
         );
-        batch.finish(false).map_err(sm_write_err)?;
+        batch.finish(false).map_err(failed)?;
         self.applied = applied;
         Ok(replies)
     }
@@ -515,6 +522,35 @@ mod tests {
         builds.await.unwrap();
         let checked = built.load(Ordering::Relaxed);
         assert!(checked >= 20, "only {checked} snapshots were built");
+    }
+
+    /// A snapshot holding a key longer than any state machine stores (forged, or damaged in
+    /// a way its framing does not show) is refused before its file is kept: the node's data
+    /// and snapshot stay as they were, and it opens again. The file used to be kept, siltdb
+    /// then refused the key, and every later open failed loading it.
+    #[tokio::test]
+    async fn an_install_of_a_pair_no_state_machine_stores_is_refused_and_not_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let (_log, mut sm) = crate::open_store(dir.path()).unwrap();
+            sm.apply((1..=3).map(put)).await.unwrap();
+            let mut data = Vec::new();
+            snapshot_file::push_pair(&mut data, b"ok", b"v");
+            snapshot_file::push_pair(&mut data, &vec![b'k'; crate::MAX_USER_KEY + 1], b"v");
+            let meta = Meta {
+                last_log_id: Some(LogId::new(CommittedLeaderId::new(1, 1), 50)),
+                last_membership: Default::default(),
+                snapshot_id: "forged".into(),
+            };
+            sm.begin_receiving_snapshot().await.unwrap();
+            let snapshot = Box::new(std::io::Cursor::new(data));
+            assert!(sm.install_snapshot(&meta, snapshot).await.is_err());
+            assert!(snapshot_file::load(&sm.dir).unwrap().is_none());
+        }
+        let (_log, mut sm) = crate::open_store(dir.path()).expect("opens again");
+        let (applied, _) = sm.applied_state().await.unwrap();
+        assert_eq!(applied.map(|l| l.index), Some(3));
+        assert_eq!(sm.reader().get("ok").unwrap(), None);
     }
 
     /// An install's first piece deletes all data: a local read between its pieces must see

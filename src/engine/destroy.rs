@@ -38,12 +38,19 @@ pub(crate) fn destroy(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
         })
         .collect();
     ours.sort();
-    for (_, name) in &ours {
+    for (order, name) in &ours {
         let path = dir.join(name);
         match fs.remove(&path) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(io_context("remove", &path, e)),
+        }
+        // `CURRENT`'s removal is made durable before any other: a file system that does not
+        // keep unlinks in order across a power loss could otherwise keep `CURRENT` and lose
+        // WALs or tables, and the directory would open as part of the database.
+        if *order == 0 {
+            fs.sync_dir(dir)
+                .map_err(|e| io_context("sync directory", dir, e))?;
         }
     }
     // Taking the lock created `LOCK` if it was missing: it goes either way.

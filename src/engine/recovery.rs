@@ -138,6 +138,12 @@ fn recover_once(
     // Replay the WALs that the manifest does not cover, oldest first.
     let wals = wals_to_replay(&files, versions.log_number());
     if !opts.read_only {
+        // Tables an earlier open's replay of these WALs wrote and never committed go first,
+        // before this replay writes its own: left, they would take the room this open needs
+        // (an open that failed for a full disk would fail again, and every crash during
+        // recovery would leave another set). The directory sync below makes the removals
+        // durable before this replay's tables appear.
+        remove_uncommitted_replays(fs.as_ref(), dir, &files, &versions, &wals)?;
         // The WALs may hold bytes a crash left only in the page cache. Make them durable
         // before any of their contents go to a table: otherwise a power loss during this open
         // could leave a synced table holding writes that the WALs no longer hold.
@@ -323,13 +329,11 @@ fn recover_once(
         fs.sync_dir(dir)
             .map_err(|e| io_context("sync directory", dir, e))?;
     }
-    // From here a failure may come after the manifest lists the parts: they stay.
-    let parts = std::mem::take(&mut parts.list);
     let replayed_wals = wals.first().copied().zip(wals.last().copied());
     let new_wal = flush_recovered(
         &ctx,
         &mut versions,
-        parts,
+        &mut parts,
         &recovered,
         replayed_wals,
         last_seq,
@@ -531,26 +535,35 @@ impl SeqCheck {
 /// Starts a fresh manifest for this session, writes the replayed writes to an L0 table and
 /// records that the old WALs are no longer needed. Returns the number of the WAL to write to
 /// next.
+///
+/// The parts (and the last one, written here) stay in `parts`, removed if this fails, until
+/// just before the edit that lists them is appended: from there a failure may come after the
+/// manifest lists them, and they stay.
 fn flush_recovered(
     ctx: &Ctx<'_>,
     versions: &mut VersionSet,
-    parts: Vec<JobOutput>,
+    parts: &mut UncommittedParts<'_>,
     recovered: &Memtable,
     replayed_wals: Option<(u64, u64)>,
     last_seq: SeqNo,
 ) -> Result<u64> {
     versions.write_new_manifest()?;
     let new_wal = filename::check_new_number(ctx.dir, versions.new_file_number())?;
-    let last = match replayed_wals {
-        Some(wals) => flush_part(ctx, versions, wals, recovered)?,
-        // No WAL: nothing was replayed.
-        None => JobOutput::default(),
-    };
+    if let Some(wals) = replayed_wals {
+        let last = flush_part(ctx, versions, wals, recovered)?;
+        if last.bytes_written > 0 || !last.edit.added.is_empty() {
+            parts.list.push(last);
+        }
+    }
     let mut edit = crate::version::VersionEdit::default();
     let mut opened = Vec::new();
     let mut bytes = 0;
-    let tables = parts.len() + usize::from(last.bytes_written > 0);
-    for out in parts.into_iter().chain(std::iter::once(last)) {
+    let tables = parts
+        .list
+        .iter()
+        .filter(|out| out.bytes_written > 0)
+        .count();
+    for out in std::mem::take(&mut parts.list) {
         bytes += out.bytes_written;
         edit.added.extend(out.edit.added);
         opened.extend(out.opened);
@@ -569,6 +582,47 @@ fn flush_recovered(
         log::info!("recovered the WALs into {tables} L0 tables ({bytes} bytes)");
     }
     Ok(new_wal)
+}
+
+/// Removes the tables, not in the manifest, that an earlier open's replay of WALs this open
+/// replays again wrote (their first and last WALs, recorded in their properties, are still
+/// at or above the manifest's log number, which that replay's edit would have moved past
+/// them): that edit never committed, and the WALs still hold their writes. Tables that do not
+/// open are left to [`check_orphans`].
+///
+/// # Errors
+/// An `Error::Io` if a table cannot be removed.
+fn remove_uncommitted_replays(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    files: &[(String, FileKind)],
+    versions: &VersionSet,
+    wals: &[u64],
+) -> Result<()> {
+    let live: HashSet<u64> = versions.current().live_numbers().into_iter().collect();
+    for (name, kind) in files {
+        let FileKind::Table(n) = kind else { continue };
+        if live.contains(n) {
+            continue;
+        }
+        let path = dir.join(name);
+        let Ok(t) = crate::sstable::TableReader::open(fs, &path) else {
+            continue;
+        };
+        let Some((first, last)) = t.properties().replayed_wals else {
+            continue;
+        };
+        drop(t);
+        if wals.binary_search(&first).is_ok() && wals.binary_search(&last).is_ok() {
+            fs.remove(&path)
+                .map_err(|e| io_context("remove", &path, e))?;
+            log::info!(
+                "removed {}: left by a replay of WALs {first}..={last} that never committed",
+                path.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The L0 tables replay wrote that no manifest edit lists yet. If the open fails before

@@ -101,3 +101,44 @@ fn destroy_on_another_file_system() {
     Db::destroy_with(dir, opts).unwrap();
     assert_eq!(fs.list(dir).unwrap(), vec!["keep.me".to_string()]);
 }
+
+/// `CURRENT`'s removal is made durable (a directory sync) before any WAL, table or manifest
+/// is removed: on a file system that does not keep unlinks in order across a power loss, the
+/// directory could otherwise keep `CURRENT` and lose the files it needs.
+#[test]
+fn destroy_syncs_the_removal_of_current_before_removing_anything_else() {
+    use crate::common::hooked_fs::HookedFs;
+    use std::sync::{Arc, Mutex};
+    let fs = MemFs::new();
+    let dir = Path::new("/db");
+    let db = Db::open_with(dir, common::mem_options(&fs)).unwrap();
+    db.insert("a", "b").unwrap();
+    db.flush().unwrap();
+    db.insert("c", "d").unwrap();
+    drop(db);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (on_remove, on_sync_dir) = (seen.clone(), seen.clone());
+    let hooked = HookedFs {
+        on_remove: Some(Arc::new(move |p: &Path| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            on_remove.lock().unwrap().push(name);
+        })),
+        on_sync_dir: Some(Arc::new(move |_: &Path| {
+            on_sync_dir.lock().unwrap().push("<sync>".into());
+        })),
+        ..HookedFs::new(fs.clone())
+    };
+    let opts = Options::default().file_system(Arc::new(hooked) as Arc<dyn FileSystem>);
+    Db::destroy_with(dir, opts).unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(
+        seen.first().map(String::as_str),
+        Some("CURRENT"),
+        "{seen:?}"
+    );
+    assert_eq!(seen.get(1).map(String::as_str), Some("<sync>"), "{seen:?}");
+    assert!(
+        seen.iter().any(|n| n.ends_with(".wal")) && seen.iter().any(|n| n.ends_with(".sst")),
+        "{seen:?}"
+    );
+}

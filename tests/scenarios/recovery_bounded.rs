@@ -107,3 +107,131 @@ fn an_open_that_fails_during_replay_leaves_no_tables_behind() {
         );
     }
 }
+
+/// Every (key, value) of a database, in order.
+type Contents = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// A MemFs holding a database whose only WAL (~1.5 MB, never flushed) replays into many
+/// tables with a 128 KiB memtable, with every write it acknowledged.
+fn unflushed_database() -> (MemFs, Contents) {
+    let fs = MemFs::new();
+    let db = Db::open_with(Path::new("/db"), opts(&fs, 64 << 20)).unwrap();
+    for i in 0..12_000u32 {
+        db.insert(key(i), format!("value-{i}-{}", "x".repeat(100)))
+            .unwrap();
+    }
+    let want: Contents = db.iter().map(|r| r.unwrap()).collect();
+    let image = fs.crash_image(CrashImageOptions::PROCESS_CRASH);
+    drop(db);
+    (image, want)
+}
+
+fn tables_in(fs: &MemFs) -> Vec<String> {
+    let mut t: Vec<String> = fs
+        .list(Path::new("/db"))
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.ends_with(".sst"))
+        .collect();
+    t.sort();
+    t
+}
+
+/// An open that fails after replay wrote its tables, writing its new manifest (a full disk,
+/// say), removes them: they were handed over before that step and stayed, and each retry
+/// added a set.
+#[test]
+fn an_open_that_fails_writing_its_manifest_leaves_no_tables_behind() {
+    use siltdb::fs::{FaultPlan, OpKind};
+    let (fs, want) = unflushed_database();
+    for _ in 0..2 {
+        fs.set_fault(Some(FaultPlan {
+            index: 0,
+            kinds: vec![OpKind::Create],
+            persistent: true,
+            path_contains: Some("MANIFEST".into()),
+        }));
+        assert!(Db::open_with("/db", opts(&fs, 128 << 10)).is_err());
+        assert!(fs.faults_injected() > 0);
+        assert_eq!(tables_in(&fs), Vec::<String>::new());
+    }
+    fs.set_fault(None);
+    let db = Db::open_with("/db", opts(&fs, 128 << 10)).unwrap();
+    let got: Vec<(Vec<u8>, Vec<u8>)> = db.iter().map(|r| r.unwrap()).collect();
+    assert_eq!(got, want);
+}
+
+/// The tables of a replay a crash cut short (before its manifest edit) are removed by the
+/// next open before its own replay writes a table: left until the end of that open, they
+/// took the room it needed, and an open that failed for a full disk failed again.
+#[test]
+fn tables_of_a_replay_cut_short_go_before_the_next_replay_writes() {
+    use crate::common::hooked_fs::HookedFs;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (fs, want) = unflushed_database();
+    // Every state of the file system during a recovery; the last one with the old manifest
+    // alone and replay's tables written is a crash just before the new manifest.
+    let manifests = |f: &MemFs| {
+        f.list(Path::new("/db"))
+            .unwrap()
+            .iter()
+            .filter(|n| n.starts_with("MANIFEST-"))
+            .count()
+    };
+    let before = manifests(&fs);
+    let last = Arc::new(std::sync::Mutex::new((None, false)));
+    let keep = last.clone();
+    fs.set_crash_hook(
+        1,
+        Some(Arc::new(move |p: siltdb::fs::CrashPoint| {
+            // Until the new manifest appears (the old one goes later, at the open's end).
+            let mut kept = keep.lock().unwrap();
+            if manifests(&p.fs) > before {
+                kept.1 = true;
+            } else if !kept.1 {
+                kept.0 = Some(p.fs);
+            }
+        })),
+    );
+    drop(Db::open_with("/db", opts(&fs, 128 << 10)).unwrap());
+    fs.set_crash_hook(0, None);
+    let crashed = last
+        .lock()
+        .unwrap()
+        .0
+        .take()
+        .expect("a point before the new manifest")
+        .crash_image(CrashImageOptions::POWER_LOSS);
+    let leftovers = tables_in(&crashed);
+    assert!(leftovers.len() >= 4, "{leftovers:?}");
+    // Reopen: when replay syncs its first table, none of the leftovers may be there.
+    let early = Arc::new(AtomicBool::new(true));
+    let hooked = {
+        let (inner, early, leftovers) = (crashed.clone(), early.clone(), leftovers.clone());
+        HookedFs {
+            on_sync: Some(Arc::new(move |p: &Path| {
+                if p.extension().is_some_and(|e| e == "sst")
+                    && leftovers
+                        .iter()
+                        .any(|l| inner.exists(&Path::new("/db").join(l)))
+                {
+                    early.store(false, Ordering::Relaxed);
+                }
+            })),
+            ..HookedFs::new(crashed.clone())
+        }
+    };
+    let db = Db::open_with(
+        "/db",
+        opts(&crashed, 128 << 10).file_system(Arc::new(hooked) as Arc<dyn FileSystem>),
+    )
+    .unwrap();
+    assert!(
+        early.load(Ordering::Relaxed),
+        "a leftover outlived the first new table"
+    );
+    let got: Vec<(Vec<u8>, Vec<u8>)> = db.iter().map(|r| r.unwrap()).collect();
+    assert_eq!(got, want);
+    let now = tables_in(&crashed);
+    assert!(leftovers.iter().all(|l| !now.contains(l)), "{now:?}");
+}
