@@ -374,7 +374,8 @@ impl RecordReader {
     }
 
     /// True if the record at `offset` is whole but for its header checksum word, which is
-    /// zero: what writeback leaves of a record written through a map when it writes the
+    /// zero (or, where a page boundary falls inside the word, zero on one side of it and the
+    /// checksum's own bytes on the other): what writeback leaves of a record written through a map when it writes the
     /// record's page after the writer stored the header's first 12 bytes and before it stored
     /// that word (the writer stores the payload, then those 12 bytes, then the word), and the
     /// page's newer version is then lost to a power loss while a later page reached the disk.
@@ -387,7 +388,22 @@ impl RecordReader {
             return Ok(false);
         }
         let h = self.read(offset, HEADER_LEN)?;
-        if h[12..16] != [0, 0, 0, 0] || h[8] != KIND_FULL || h[9..12] != [0, 0, 0] {
+        if h[8] != KIND_FULL || h[9..12] != [0, 0, 0] {
+            return Ok(false);
+        }
+        // The word is one store; where a page boundary falls inside it, writeback can catch
+        // the page before the boundary without it and the page after with it, or the other
+        // way round: each side of the boundary is zeros or the header's checksum bytes, and
+        // one side at least is zeros.
+        let want = header_crc(self.file_number, &h[..12]).to_le_bytes();
+        let word_at = offset + 12;
+        let split = ((word_at + 1).next_multiple_of(PAGE) - word_at).min(4) as usize;
+        let word = &h[12..16];
+        let zero = |r: std::ops::Range<usize>| word[r].iter().all(|&b| b == 0);
+        let stored = |r: std::ops::Range<usize>| word[r.clone()] == want[r];
+        let sides_ok = (zero(0..split) || stored(0..split)) && (zero(split..4) || stored(split..4));
+        let one_zero = (split > 0 && zero(0..split)) || (split < 4 && zero(split..4));
+        if !(sides_ok && one_zero) {
             return Ok(false);
         }
         let len = u32::from_le_bytes([h[4], h[5], h[6], h[7]]);
@@ -820,6 +836,50 @@ mod tests {
             (recs.len(), tail.torn_at, tail.lost_pages),
             (1, Some(216), false)
         );
+    }
+
+    /// Where a page boundary falls inside the checksum word, writeback can catch one side
+    /// of the word's store and not the other: a side of zeros with the checksum's own bytes
+    /// on the other side is the same half-stored header. Anything else there is damage.
+    #[test]
+    fn a_header_checksum_word_half_stored_across_a_page_boundary_is_cut() {
+        // Record 0 of 178 bytes, then records of 200: record 19's header starts at 4082, its
+        // checksum word at 4094, two bytes before the first page boundary.
+        let mut payloads = vec![vec![9u8; 178]];
+        payloads.extend((1..40u8).map(|i| vec![i | 1; 200]));
+        let refs: Vec<&[u8]> = payloads.iter().map(|p| p.as_slice()).collect();
+        let (fs, p, good) = log_with(&refs);
+        assert_eq!(
+            check_header(&good[4082..], 7, u64::MAX).map(|h| h.1),
+            Some(200)
+        );
+        for (zeroed, damaged, whole) in [
+            (4094..4096, None, true),
+            (4096..4098, None, true),
+            (4094..4096, Some(4096), false),
+            (4096..4098, Some(4094), false),
+        ] {
+            let mut bytes = good.clone();
+            bytes[zeroed.clone()].fill(0);
+            if let Some(at) = damaged {
+                bytes[at] ^= 0x5a;
+            }
+            fs.write_file(&p, &bytes).unwrap();
+            let read = read_with_marks(&fs, &p);
+            if whole {
+                let (recs, tail) = read.unwrap();
+                assert_eq!(
+                    (recs.len(), tail.torn_at, tail.lost_pages),
+                    (19, Some(4082), true),
+                    "{zeroed:?}"
+                );
+            } else {
+                assert!(
+                    matches!(read, Err(Error::Corruption { offset: 4082, .. })),
+                    "{zeroed:?} {damaged:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -84,7 +84,8 @@ pub(crate) fn pairs(data: &[u8]) -> Result<Vec<Pair<'_>>, Error> {
             return Err(Error::corruption(
                 "snapshot data",
                 format!(
-                    "the pair at offset {start} has a key of {} bytes and a value of {}:                      more than a state machine stores ({} and {})",
+                    "the pair at offset {start} has a key of {} bytes and a value of {}: \
+                     more than a state machine stores ({} and {})",
                     k.len(),
                     v.len(),
                     crate::MAX_USER_KEY,

@@ -455,8 +455,8 @@ impl Core {
         Ok(())
     }
 
-    /// Waits until no sealed memtable waits for flush, no compaction is due or running, and
-    /// no obsolete file waits for deletion.
+    /// Waits until no sealed memtable waits for flush, no compaction is due (a manual one
+    /// asked for included) or running, and no obsolete file waits for deletion.
     pub(crate) fn wait_for_compactions(&self) -> Result<()> {
         let mut st = self.state.lock();
         loop {
@@ -474,6 +474,9 @@ impl Core {
             let pending = !st.tree.imms.is_empty()
                 || st.tree.flushed < st.tree.sealed
                 || st.bg.compaction_running
+                // A manual compaction asked for and not started yet is due (the compaction
+                // thread may not have woken to it).
+                || st.bg.manual.is_some()
                 || (self.opts.auto_compaction
                     && st.life.poisoned.is_none()
                     && self.needs_compaction(&st.tree.version));

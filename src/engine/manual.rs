@@ -189,6 +189,35 @@ mod tests {
         assert!(matches!(db.compact(), Err(Error::Poisoned(_))));
     }
 
+    /// Review finding (session 27): `wait_for_compactions` returned while a manual compaction
+    /// was asked for but not started (the compaction thread not woken to it yet), which then
+    /// rewrote tables after the caller was told the tree was quiet. It waits for it now.
+    #[test]
+    fn wait_for_compactions_waits_for_a_manual_compaction_not_started() {
+        let db = Arc::new(flushed_twice(&MemFs::new(), false));
+        {
+            // A request in the slot, the compaction thread not told yet.
+            let mut st = db.core().state.lock();
+            st.bg.next_manual += 1;
+            st.bg.manual = Some((st.bg.next_manual, KeyRange::all()));
+        }
+        // What the tree looks like the moment the wait returns.
+        let waiting = {
+            let db = Arc::clone(&db);
+            std::thread::spawn(move || {
+                db.wait_for_compactions().unwrap();
+                let pending = db.core().state.lock().bg.manual.is_some();
+                (pending, db.levels()[0].tables)
+            })
+        };
+        // The compaction thread may wake to the request on its own meanwhile, or now.
+        std::thread::sleep(Duration::from_millis(200));
+        db.core().bg_cv.notify_all();
+        let (pending, l0) = waiting.join().unwrap();
+        assert!(!pending, "returned with a manual compaction pending");
+        assert_eq!(l0, 0, "returned before the manual compaction ran");
+    }
+
     /// Review finding (session 22): a manual compaction that was running when writes stopped
     /// went on through every remaining step (each level's merge, then the bottom rewrites)
     /// for a caller that had left. It ends before its next step.

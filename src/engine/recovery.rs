@@ -588,10 +588,13 @@ fn flush_recovered(
 /// replays again wrote (their first and last WALs, recorded in their properties, are still
 /// at or above the manifest's log number, which that replay's edit would have moved past
 /// them): that edit never committed, and the WALs still hold their writes. Tables that do not
-/// open are left to [`check_orphans`].
+/// open are left to [`check_orphans`]. If there are any to remove, the WALs are read first
+/// (their checksums and contents, not replayed), and a damaged one fails the open before
+/// anything is removed.
 ///
 /// # Errors
-/// An `Error::Io` if a table cannot be removed.
+/// An `Error::Io` if a table cannot be removed; the error reading a WAL (`Error::Corruption`
+/// for a damaged one) if one cannot be read back.
 fn remove_uncommitted_replays(
     fs: &dyn FileSystem,
     dir: &Path,
@@ -600,6 +603,7 @@ fn remove_uncommitted_replays(
     wals: &[u64],
 ) -> Result<()> {
     let live: HashSet<u64> = versions.current().live_numbers().into_iter().collect();
+    let mut uncommitted = Vec::new();
     for (name, kind) in files {
         let FileKind::Table(n) = kind else { continue };
         if live.contains(n) {
@@ -612,15 +616,25 @@ fn remove_uncommitted_replays(
         let Some((first, last)) = t.properties().replayed_wals else {
             continue;
         };
-        drop(t);
         if wals.binary_search(&first).is_ok() && wals.binary_search(&last).is_ok() {
-            fs.remove(&path)
-                .map_err(|e| io_context("remove", &path, e))?;
-            log::info!(
-                "removed {}: left by a replay of WALs {first}..={last} that never committed",
-                path.display()
-            );
+            uncommitted.push((path, first, last));
         }
+    }
+    if uncommitted.is_empty() {
+        return Ok(());
+    }
+    // Only once the WALs read back whole: if one was damaged since, this open fails on it,
+    // and those tables may be the only intact copy of its writes (for an operator to dump).
+    for &n in wals {
+        wal::replay(fs, &filename::wal_path(dir, n), n, false, |_| Ok(()))?;
+    }
+    for (path, first, last) in uncommitted {
+        fs.remove(&path)
+            .map_err(|e| io_context("remove", &path, e))?;
+        log::info!(
+            "removed {}: left by a replay of WALs {first}..={last} that never committed",
+            path.display()
+        );
     }
     Ok(())
 }

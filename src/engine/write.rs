@@ -755,8 +755,7 @@ impl Core {
         let mut stalled_since = None;
         let res = self.make_room_inner(st, force, &mut stalled_since);
         if let Some(since) = stalled_since {
-            let micros = u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX);
-            Counters::add(&self.counters.write_stall_micros, micros);
+            self.count_stall(since);
         }
         res
     }
@@ -797,9 +796,20 @@ impl Core {
                 self.room_cv.wait_for(st, Duration::from_millis(100));
                 continue;
             }
+            // The stall ends here: the seal's own time (the next WAL's creation, and for an
+            // inline seal the old WAL's fsyncs) is not time spent waiting for room.
+            if let Some(since) = stalled_since.take() {
+                self.count_stall(since);
+            }
             self.seal_memtable(st, force)?;
             force = false;
         }
+    }
+
+    /// Adds the time since a writer stalled to `Stats::write_stall_micros`.
+    fn count_stall(&self, since: std::time::Instant) {
+        let micros = u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX);
+        Counters::add(&self.counters.write_stall_micros, micros);
     }
 
     /// Starts a new WAL and memtable, and hands the full one to the flush thread.

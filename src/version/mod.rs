@@ -147,7 +147,8 @@ impl TableHandle {
                     "open",
                     &self.path,
                     io::Error::other(format!(
-                        "the file is not the table this read-only handle's manifest lists                          (replaced since it read the manifest?): {mismatch}"
+                        "the file is not the table this read-only handle's manifest lists \
+                         (replaced since it read the manifest?): {mismatch}"
                     )),
                 ));
             }

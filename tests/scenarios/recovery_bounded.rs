@@ -204,6 +204,23 @@ fn tables_of_a_replay_cut_short_go_before_the_next_replay_writes() {
         .crash_image(CrashImageOptions::POWER_LOSS);
     let leftovers = tables_in(&crashed);
     assert!(leftovers.len() >= 4, "{leftovers:?}");
+    // With the WAL damaged since (a flipped bit, valid records after it), the open fails,
+    // and the leftovers stay: they may be the only intact copy of its writes.
+    let damaged = crashed.crash_image(CrashImageOptions::PROCESS_CRASH);
+    let wal = damaged
+        .list(Path::new("/db"))
+        .unwrap()
+        .into_iter()
+        .find(|n| n.ends_with(".wal"))
+        .map(|n| Path::new("/db").join(n))
+        .unwrap();
+    let mut bytes = damaged.read_file(&wal).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x10;
+    damaged.write_file(&wal, &bytes).unwrap();
+    let err = Db::open_with("/db", opts(&damaged, 128 << 10)).unwrap_err();
+    assert!(err.is_corruption(), "{err:?}");
+    assert_eq!(tables_in(&damaged), leftovers);
     // Reopen: when replay syncs its first table, none of the leftovers may be there.
     let early = Arc::new(AtomicBool::new(true));
     let hooked = {
