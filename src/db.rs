@@ -339,8 +339,9 @@ impl Db {
     /// (they are merged too). Returns when done and the files it made obsolete are deleted
     /// (those no iterator or read in progress still uses; a [`Snapshot`] holds no file: it
     /// reads the tree as it is when it reads). Automatic compaction waits meanwhile. A range
-    /// that holds no key (`a..a`, or inverted) compacts nothing: after the flush it returns
-    /// `Ok`. An obsolete file whose deletion fails stays until the next open
+    /// that holds no key (`a..a`, inverted, strictly between a key and its successor, or below
+    /// the empty key) compacts nothing: after the flush it returns `Ok`. An obsolete file
+    /// whose deletion fails stays until the next open
     /// ([`Stats::obsolete_delete_failures`](crate::Stats::obsolete_delete_failures)).
     ///
     /// Errors: [`Error::Corruption`] if an input table is damaged, [`Error::Io`],

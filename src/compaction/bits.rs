@@ -229,7 +229,7 @@ pub(crate) fn choices_per_level(opts: &Options, shape: &[LevelShape]) -> Vec<Cho
             // A limit keeps a filter on every level that holds keys (but never raises one
             // above what was asked for).
             let floor = if opts.filter_memory_limit.is_some() {
-                allocation::MIN_BITS.min(avg)
+                allocation::floor_within(avg)
             } else {
                 0.0
             };
@@ -555,6 +555,23 @@ mod tests {
         ] {
             let b = bits_within_limit(&policy, &s, limit_bytes);
             assert!(b[2] >= allocation::MIN_BITS, "{policy:?} {b:?}");
+        }
+    }
+
+    /// Review finding (session 27): under a limit, an average below one bit per key made
+    /// the floor that average rounded up to the allocation's 0.05-bit grid (0.73 -> 0.75),
+    /// and every level got it: over the budget the policy asked for.
+    #[test]
+    fn a_floor_below_one_bit_stays_within_the_budget() {
+        let s = shape(&[1000, 10_000, 100_000, 0, 0, 0, 0]);
+        for avg in [0.73, 0.5, 0.99] {
+            let o = Options::default()
+                .filter_policy(FilterPolicy::Monkey { bits_per_key: avg })
+                .filter_memory_limit(1 << 30);
+            let b = bits_per_level(&o, &s);
+            let keys: f64 = s.iter().map(|l| l.keys as f64).sum();
+            let spent: f64 = s.iter().zip(&b).map(|(l, b)| l.keys as f64 * b).sum();
+            assert!(spent <= avg * keys * 1.0001, "{avg}: {b:?}");
         }
     }
 

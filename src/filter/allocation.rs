@@ -127,6 +127,13 @@ const MAX_BITS: f64 = 40.0;
 /// filtering altogether.
 pub(crate) const MIN_BITS: f64 = 1.0;
 
+/// The floor a memory limit keeps under every level for an average of `avg` bits per key:
+/// [`MIN_BITS`], or `avg` if lower, rounded down to the allocation's grid (the grid point
+/// at or above a floor is what a level gets: rounding up would spend more than `avg`).
+pub(crate) fn floor_within(avg: f64) -> f64 {
+    (MIN_BITS.min(avg) / STEP + 1e-9).floor() * STEP
+}
+
 /// One level as the allocator sees it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct LevelShape {
@@ -196,7 +203,8 @@ fn bloom_hull() -> &'static [usize] {
 fn best_bloom(runs: f64, price: f64, floor: f64) -> f64 {
     let grid = fpr_grid();
     let hull = bloom_hull();
-    let start = (floor / STEP).ceil() as usize;
+    // (A floor on the grid, give or take rounding, is that grid point.)
+    let start = (floor / STEP - 1e-9).ceil() as usize;
     let cost = |i: usize| runs * grid[i] + price * (i as f64 * STEP);
     // On the hull the cost is convex in the hull index: find its first non-decreasing step.
     let (mut lo, mut hi) = (0usize, hull.len() - 1);

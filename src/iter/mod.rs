@@ -109,13 +109,19 @@ impl KeyRange {
         self.above_lo(k) && self.below_hi(k)
     }
 
-    /// True if no key can be in the range.
+    /// True if no key can be in the range: an inverted or empty one, one that excludes both
+    /// a key and its successor (the key followed by a zero byte, the next key there is), or
+    /// one below the empty key (the smallest).
     pub(crate) fn is_empty(&self) -> bool {
         match (&self.lo, &self.hi) {
+            (_, Bound::Excluded(b)) if b.is_empty() => true,
             (Bound::Included(a), Bound::Included(b)) => a > b,
-            (Bound::Included(a), Bound::Excluded(b))
-            | (Bound::Excluded(a), Bound::Included(b))
-            | (Bound::Excluded(a), Bound::Excluded(b)) => a >= b,
+            (Bound::Included(a), Bound::Excluded(b)) | (Bound::Excluded(a), Bound::Included(b)) => {
+                a >= b
+            }
+            (Bound::Excluded(a), Bound::Excluded(b)) => {
+                b[..] <= a[..] || (b.len() == a.len() + 1 && b.starts_with(a) && b[a.len()] == 0)
+            }
             _ => false,
         }
     }
@@ -251,5 +257,21 @@ pub(crate) mod tests {
             hi: Bound::Excluded(Bytes::from_static(b"x")),
         };
         assert!(e.is_empty());
+        let range = |lo: Bound<&'static [u8]>, hi: Bound<&'static [u8]>| KeyRange {
+            lo: lo.map(Bytes::from_static),
+            hi: hi.map(Bytes::from_static),
+        };
+        use Bound::{Excluded as X, Included as I, Unbounded as U};
+        // Review finding (session 27): no key lies strictly between a key and its successor,
+        // and none below the empty key; both read as holding keys.
+        assert!(range(X(b"k"), X(b"k\0")).is_empty());
+        assert!(range(U, X(b"")).is_empty());
+        assert!(range(I(b""), X(b"")).is_empty());
+        assert!(!range(X(b"k"), X(b"k\0\0")).is_empty());
+        assert!(!range(X(b"k"), X(b"k\x01")).is_empty());
+        assert!(!range(X(b"k"), I(b"k\0")).is_empty());
+        assert!(!range(U, I(b"")).is_empty());
+        assert!(!range(X(b"k"), X(b"l")).is_empty());
+        assert!(range(X(b"l"), X(b"k\0")).is_empty());
     }
 }

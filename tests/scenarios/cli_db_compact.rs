@@ -103,5 +103,11 @@ fn a_range_that_holds_no_key_is_refused() {
             assert!(out.is_empty(), "{cmd}: {out}");
             assert_eq!(err.lines().count(), 1, "{cmd}: {err:?}");
         }
+        // Below the empty key, the smallest: with or without --from.
+        for args in [vec!["--to", ""], vec!["--from", "", "--to", ""]] {
+            let (out, err) = run(silt().args(["db", cmd, d]).args(&args), 2);
+            assert!(out.is_empty(), "{cmd} {args:?}: {out}");
+            assert_eq!(err.lines().count(), 1, "{cmd}: {err:?}");
+        }
     }
 }

@@ -87,6 +87,19 @@ fn only_tables_overlapping_the_range_are_rewritten() {
     db.compact_range(key(5)..key(5)).unwrap();
     db.compact_range("z".."zz").unwrap();
     assert_eq!(tables(&db), settled);
+    // Nor does one that excludes a key and its successor (the key and a zero byte), or one
+    // below the empty key: no key lies in either (review, session 27: both rewrote tables
+    // spanning them). Their sizes are 0.
+    use std::ops::Bound::{Excluded, Unbounded};
+    let mut successor = key(5).into_bytes();
+    successor.push(0);
+    let between = (Excluded(key(5).into_bytes()), Excluded(successor));
+    let below_empty = (Unbounded, Excluded(Vec::<u8>::new()));
+    db.compact_range(between.clone()).unwrap();
+    db.compact_range(below_empty.clone()).unwrap();
+    assert_eq!(tables(&db), settled);
+    assert_eq!(db.approximate_size(between), 0);
+    assert_eq!(db.approximate_size(below_empty), 0);
 }
 
 #[test]

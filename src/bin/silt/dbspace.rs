@@ -56,6 +56,12 @@ impl RangeArgs {
             Some(k) => Bound::Excluded(parse_key(k, self.hex)?),
             None => Bound::Unbounded,
         };
+        // No key is below the empty one.
+        if matches!(&to, Bound::Excluded(hi) if hi.is_empty()) {
+            return Err(CliError::input(
+                "the range below --to '' holds no key (the empty key is the smallest)",
+            ));
+        }
         if let (Bound::Included(lo), Bound::Excluded(hi)) = (&from, &to) {
             if lo >= hi {
                 return Err(CliError::input(format!(
