@@ -5,6 +5,8 @@ use crate::filter::allocation::{self, Choice, Kinds, LevelShape};
 use crate::filter::{fuse_bits_per_key, TableFilter};
 use crate::options::{FilterPolicy, LevelFilter, Options};
 use crate::version::{Version, NUM_LEVELS};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// The position of a key on a number line that keeps the order of its first 8 bytes.
 fn key_pos(k: &[u8]) -> f64 {
@@ -319,13 +321,19 @@ pub(crate) fn bits_per_level(opts: &Options, shape: &[LevelShape]) -> Vec<f64> {
 /// limit minus the filters alive now, plus those the job replaces. Tables written before the
 /// limit began to bind shrink as compaction rewrites them. Never below 1 bit per key. A fuse
 /// filter that would not fit becomes a Bloom filter that does.
+///
+/// Under a limit, the filter bytes the new tables may take are held in `planned` until the
+/// returned [`FilterReservation`] drops (the job keeps it until its tables are in the
+/// version): a flush and a compaction running at once each leave room for the other's, where
+/// both used to count the same room as theirs and together went over the limit.
 pub(crate) fn filter_for_new_table(
     opts: &Options,
     version: &Version,
     incoming: &Incoming<'_>,
-) -> TableFilter {
+    planned: &Arc<AtomicU64>,
+) -> (TableFilter, Option<FilterReservation>) {
     let choice = match &opts.filter_policy {
-        FilterPolicy::None => return TableFilter::None,
+        FilterPolicy::None => return (TableFilter::None, None),
         FilterPolicy::Uniform { .. } | FilterPolicy::PerLevel(_)
             if opts.filter_memory_limit.is_none() =>
         {
@@ -333,6 +341,7 @@ pub(crate) fn filter_for_new_table(
         }
         _ => choices_per_level(opts, &level_shapes(version, Some(incoming)))[incoming.level],
     };
+    let mut reservation = None;
     let room = match opts.filter_memory_limit {
         Some(limit) if choice.bits() > 0.0 && incoming.output_keys > 0 => {
             let alive: u64 = version
@@ -341,8 +350,19 @@ pub(crate) fn filter_for_new_table(
                 .flatten()
                 .map(|t| t.filter_bytes() as u64)
                 .sum();
-            let used = alive.saturating_sub(incoming.replaced_filter_bytes);
+            let used = alive
+                .saturating_sub(incoming.replaced_filter_bytes)
+                .saturating_add(planned.load(Ordering::Acquire));
             let room = limit.saturating_sub(used) as f64 * 8.0 / incoming.output_keys as f64;
+            let bytes = (choice.bits().min(room.max(allocation::MIN_BITS))
+                * incoming.output_keys as f64
+                / 8.0)
+                .ceil() as u64;
+            planned.fetch_add(bytes, Ordering::AcqRel);
+            reservation = Some(FilterReservation {
+                planned: Arc::clone(planned),
+                bytes,
+            });
             if room < choice.bits() {
                 log::info!(
                     "filter memory limit: a new L{} table gets at most {:.2} bits/key instead of {:.2} ({used} of {limit} bytes in use)",
@@ -355,7 +375,7 @@ pub(crate) fn filter_for_new_table(
         }
         _ => f64::INFINITY,
     };
-    match choice {
+    let filter = match choice {
         Choice::Bloom(b) if b <= 0.0 => TableFilter::None,
         Choice::Bloom(b) => TableFilter::Bloom {
             bits_per_key: b.min(room),
@@ -369,6 +389,21 @@ pub(crate) fn filter_for_new_table(
         Choice::Ribbon { request, .. } => TableFilter::Ribbon {
             bits_per_key: request.min(room),
         },
+    };
+    (filter, reservation)
+}
+
+/// Filter bytes a running job holds under the memory limit (see [`filter_for_new_table`]):
+/// given back when dropped, once the job's tables are in the version (or the job failed).
+#[derive(Debug)]
+pub(crate) struct FilterReservation {
+    planned: Arc<AtomicU64>,
+    bytes: u64,
+}
+
+impl Drop for FilterReservation {
+    fn drop(&mut self) {
+        self.planned.fetch_sub(self.bytes, Ordering::AcqRel);
     }
 }
 
@@ -556,6 +591,49 @@ mod tests {
             let b = bits_within_limit(&policy, &s, limit_bytes);
             assert!(b[2] >= allocation::MIN_BITS, "{policy:?} {b:?}");
         }
+    }
+
+    /// Review finding (session 27): a flush and a compaction running at once each counted
+    /// the room left under the limit as theirs, and together went over it. A job's planned
+    /// filter bytes are held until its reservation drops.
+    #[test]
+    fn jobs_running_at_once_share_the_room_under_the_limit() {
+        let o = Options::default()
+            .filter_policy(FilterPolicy::Uniform { bits_per_key: 10.0 })
+            .filter_memory_limit(1000);
+        let v = Version::default();
+        let incoming = Incoming {
+            level: 0,
+            keys: 1000,
+            output_keys: 1000,
+            range: (b"a", b"z"),
+            replaced_filter_bytes: 0,
+        };
+        let planned = Arc::new(AtomicU64::new(0));
+        let bits = |f: &TableFilter| match f {
+            TableFilter::Bloom { bits_per_key } => *bits_per_key,
+            other => panic!("{other:?}"),
+        };
+        // The first job takes the room there is: 8 bits a key of 1000 keys in 1000 bytes.
+        let (first, held) = filter_for_new_table(&o, &v, &incoming, &planned);
+        assert!((bits(&first) - 8.0).abs() < 1e-9, "{first:?}");
+        assert_eq!(planned.load(Ordering::Relaxed), 1000);
+        // A second, meanwhile, finds none left (and keeps the 1-bit floor).
+        let (second, held2) = filter_for_new_table(&o, &v, &incoming, &planned);
+        assert_eq!(bits(&second), allocation::MIN_BITS);
+        drop(held);
+        assert_eq!(planned.load(Ordering::Relaxed), 125);
+        // Once the first is installed (its reservation dropped), the room is back but for
+        // the second's.
+        let (third, _held3) = filter_for_new_table(&o, &v, &incoming, &planned);
+        assert!((bits(&third) - 7.0).abs() < 1e-9, "{third:?}");
+        drop(held2);
+        // Without a limit nothing is held.
+        let unlimited =
+            Options::default().filter_policy(FilterPolicy::Uniform { bits_per_key: 10.0 });
+        assert!(filter_for_new_table(&unlimited, &v, &incoming, &planned)
+            .1
+            .is_none());
     }
 
     /// Review finding (session 27): under a limit, an average below one bit per key made

@@ -57,6 +57,9 @@ pub(crate) struct JobOutput {
     pub(crate) trivial_move: bool,
     /// Input tables dropped without being read: a range tombstone covered them whole.
     pub(crate) tables_dropped_unread: u64,
+    /// The filter bytes the job held under the memory limit: to be dropped once its tables
+    /// are in the version (see `bits::filter_for_new_table`).
+    pub(crate) filter_reservation: Option<super::bits::FilterReservation>,
 }
 
 /// Writes tables for one job and removes them again if the job fails.
@@ -256,7 +259,9 @@ pub(crate) fn flush_memtable(
         range: (&first, &last),
         replaced_filter_bytes: 0,
     };
-    let filter = filter_for_new_table(ctx.opts, &version, &incoming);
+    let (filter, reservation) =
+        filter_for_new_table(ctx.opts, &version, &incoming, &ctx.env.filter_bytes_planned);
+    out.filter_reservation = reservation;
     // Only the filter needed it: held while the table is written, it could be the last
     // holder of tables a compaction makes obsolete meanwhile, and keep them on disk past the
     // `compact()` that made them so.
@@ -446,7 +451,9 @@ pub(crate) fn compact(
         range: (&lo, &hi),
         replaced_filter_bytes: plan.all_inputs().map(|t| t.filter_bytes() as u64).sum(),
     };
-    let filter = filter_for_new_table(ctx.opts, version, &incoming);
+    let (filter, reservation) =
+        filter_for_new_table(ctx.opts, version, &incoming, &ctx.env.filter_bytes_planned);
+    out.filter_reservation = reservation;
     let kept_rd = input_rd.collapse(smallest_snapshot, |f| {
         !overlaps_deeper(version, out_level, &f.start, f.end.as_deref())
     });

@@ -436,6 +436,8 @@ impl Core {
             bytes_written,
             trivial_move,
             tables_dropped_unread,
+            // Held until the tables are installed, then given back.
+            filter_reservation: _held,
         } = out;
         log::info!(
             "compacted L{} ({} tables) + L{} ({} tables) -> {} tables{}",

@@ -38,6 +38,10 @@ pub(crate) struct TableEnv {
     /// Tables that were to get a fuse or Ribbon filter and got a Bloom filter because no seed
     /// built one (`Stats::filter_fuse_fallbacks`).
     pub(crate) fuse_fallbacks: std::sync::atomic::AtomicU64,
+    /// Filter bytes that running jobs (a flush and a compaction may run at once) plan to
+    /// write and no version holds yet, under `Options::filter_memory_limit`: each job leaves
+    /// room for the others' (see `compaction::bits::filter_for_new_table`).
+    pub(crate) filter_bytes_planned: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl TableEnv {
@@ -65,6 +69,7 @@ impl TableEnv {
             dir: dir.to_path_buf(),
             obsolete: ObsoleteFiles::new(fs.clone()),
             fuse_fallbacks: std::sync::atomic::AtomicU64::new(0),
+            filter_bytes_planned: Arc::default(),
             caches: TableCaches {
                 fs,
                 files: Arc::new(TableCache::new(max_open_files)),
