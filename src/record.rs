@@ -662,10 +662,10 @@ mod tests {
         Ok((out, r.tail()))
     }
 
-    /// 60 records of 200 bytes (216 framed: 18 fit before the first page boundary), with
-    /// empty ones (sync marks) where `mark_at` says, and page 1 zeroed.
-    fn log_losing_page_1(mark_at: Option<usize>) -> (MemFs, PathBuf) {
-        let payloads: Vec<Vec<u8>> = (0..60u8)
+    /// `n` records of 200 bytes (216 framed: 18 fit before the first page boundary), an
+    /// empty one (a sync mark) where `mark_at` says, with `damage` applied to the bytes.
+    fn damaged_log(n: u8, mark_at: Option<usize>, damage: impl Fn(&mut [u8])) -> (MemFs, PathBuf) {
+        let payloads: Vec<Vec<u8>> = (0..n)
             .map(|i| {
                 if Some(i as usize) == mark_at {
                     Vec::new()
@@ -676,9 +676,14 @@ mod tests {
             .collect();
         let refs: Vec<&[u8]> = payloads.iter().map(|p| p.as_slice()).collect();
         let (fs, p, mut bytes) = log_with(&refs);
-        bytes[4096..8192].fill(0);
+        damage(&mut bytes);
         fs.write_file(&p, &bytes).unwrap();
         (fs, p)
+    }
+
+    /// 60 records of 200 bytes, sync marks where `mark_at` says, and page 1 zeroed.
+    fn log_losing_page_1(mark_at: Option<usize>) -> (MemFs, PathBuf) {
+        damaged_log(60, mark_at, |b| b[4096..8192].fill(0))
     }
 
     /// The header checksum is format (`docs/format.md` section 2): the CRC of the file
@@ -773,21 +778,10 @@ mod tests {
         mark_at: Option<usize>,
         damage: fn(&mut [u8]),
     ) -> (MemFs, PathBuf) {
-        let payloads: Vec<Vec<u8>> = (0..40u8)
-            .map(|i| {
-                if Some(i as usize) == mark_at {
-                    Vec::new()
-                } else {
-                    vec![i | 1; 200]
-                }
-            })
-            .collect();
-        let refs: Vec<&[u8]> = payloads.iter().map(|p| p.as_slice()).collect();
-        let (fs, p, mut bytes) = log_with(&refs);
-        bytes[10 * 216 + 12..10 * 216 + 16].fill(0);
-        damage(&mut bytes);
-        fs.write_file(&p, &bytes).unwrap();
-        (fs, p)
+        damaged_log(40, mark_at, |b| {
+            b[10 * 216 + 12..10 * 216 + 16].fill(0);
+            damage(b);
+        })
     }
 
     #[test]
