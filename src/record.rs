@@ -388,9 +388,6 @@ impl RecordReader {
             return Ok(false);
         }
         let h = self.read(offset, HEADER_LEN)?;
-        if h[8] != KIND_FULL || h[9..12] != [0, 0, 0] {
-            return Ok(false);
-        }
         // The word is one store; where a page boundary falls inside it, writeback can catch
         // the page before the boundary without it and the page after with it, or the other
         // way round: each side of the boundary is zeros or the header's checksum bytes, and
@@ -406,11 +403,14 @@ impl RecordReader {
         if !(sides_ok && one_zero) {
             return Ok(false);
         }
-        let len = u32::from_le_bytes([h[4], h[5], h[6], h[7]]);
-        if len as usize > MAX_PAYLOAD || u64::from(len) > remaining - HEADER_LEN as u64 {
+        // With the word it was to get, the record must be whole (a header's kind, zeros and
+        // length, and a payload that matches the header's checksum).
+        let mut whole = h;
+        whole[12..16].copy_from_slice(&want);
+        let room = remaining - HEADER_LEN as u64;
+        let Some((crc, len)) = check_header(&whole, self.file_number, room) else {
             return Ok(false);
-        }
-        let crc = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
+        };
         let payload = self.read(offset + HEADER_LEN as u64, len as usize)?;
         if mask_crc(crc32fast::hash(&payload)) != crc {
             return Ok(false);

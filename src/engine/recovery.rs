@@ -300,6 +300,10 @@ fn recover_once(
     }
     let last_seq = seqs.last;
     let leftovers = check_orphans(fs.as_ref(), dir, &files, &versions, &wals, last_seq)?;
+    // A writable open removed every such leftover before its replay (and synced the
+    // directory), so none can come back as a lost edit once this open's edit retires its
+    // WALs; a read-only open leaves them.
+    debug_assert!(opts.read_only || leftovers.is_empty(), "{leftovers:?}");
 
     if opts.read_only {
         // Nothing is written: the replayed writes stay in memory.
@@ -312,22 +316,6 @@ fn recover_once(
             last_seq,
             counters: counters.clone(),
         }));
-    }
-    // A leftover of an earlier replay with writes past the WALs goes, durably, before this
-    // open's edit retires its WALs: if it came back after that (a power loss before the
-    // removal of unreferenced files reached the disk), it would read as a lost edit. (If this
-    // open fails before the directory sync, the next one's sync of the directory before
-    // replay makes the removals so far durable, and it finds and removes the rest.)
-    if !leftovers.is_empty() {
-        for path in &leftovers {
-            fs.remove(path).map_err(|e| io_context("remove", path, e))?;
-            log::info!(
-                "removed {}: left by a replay that never committed",
-                path.display()
-            );
-        }
-        fs.sync_dir(dir)
-            .map_err(|e| io_context("sync directory", dir, e))?;
     }
     let replayed_wals = wals.first().copied().zip(wals.last().copied());
     let new_wal = flush_recovered(
@@ -551,18 +539,14 @@ fn flush_recovered(
     let new_wal = filename::check_new_number(ctx.dir, versions.new_file_number())?;
     if let Some(wals) = replayed_wals {
         let last = flush_part(ctx, versions, wals, recovered)?;
-        if last.bytes_written > 0 || !last.edit.added.is_empty() {
+        if !last.edit.added.is_empty() {
             parts.list.push(last);
         }
     }
     let mut edit = crate::version::VersionEdit::default();
     let mut opened = Vec::new();
     let mut bytes = 0;
-    let tables = parts
-        .list
-        .iter()
-        .filter(|out| out.bytes_written > 0)
-        .count();
+    let tables = parts.list.len();
     for out in std::mem::take(&mut parts.list) {
         bytes += out.bytes_written;
         edit.added.extend(out.edit.added);
@@ -610,7 +594,7 @@ fn remove_uncommitted_replays(
             continue;
         }
         let path = dir.join(name);
-        let Ok(t) = crate::sstable::TableReader::open(fs, &path) else {
+        let Some(t) = open_orphan(fs, &path)? else {
             continue;
         };
         let Some((first, last)) = t.properties().replayed_wals else {
@@ -736,7 +720,8 @@ fn flush_part(
 /// (`docs/durability.md`, "fsyncgate"), after which no write they carried was acknowledged
 /// as durable. Once a replay commits, its WALs are retired and removed, so a lost edit
 /// after that is still caught. Returns those of such tables that hold writes past
-/// `last_seq`: they must be gone, durably, before a manifest edit retires their WALs.
+/// `last_seq`: they must be gone, durably, before a manifest edit retires their WALs (a
+/// writable open removed them all before its replay: see [`remove_uncommitted_replays`]).
 fn check_orphans(
     fs: &dyn FileSystem,
     dir: &Path,
@@ -753,16 +738,8 @@ fn check_orphans(
             continue;
         }
         let path: PathBuf = dir.join(name);
-        // One that does not read as a table was cut short by a crash: nothing to account
-        // for. One that cannot be read (an I/O error) may hold anything: the open fails
-        // rather than delete it.
-        let t = match crate::sstable::TableReader::open(fs, &path) {
-            Ok(t) => t,
-            Err(e) if e.is_corruption() => continue,
-            // Gone since the directory was listed: a read-only open beside a writer whose
-            // compaction deleted it. Nothing is left to account for.
-            Err(Error::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(e),
+        let Some(t) = open_orphan(fs, &path)? else {
+            continue;
         };
         // Its writes: entries, and range tombstones (a table may hold only those).
         let range_dels = t.range_dels().filter(|f| !f.is_empty());
@@ -795,6 +772,23 @@ fn check_orphans(
         }
     }
     Ok(leftovers)
+}
+
+/// A table on disk that the manifest does not list, opened to account for its writes; `None`
+/// for one with nothing to account for. One that does not read as a table was cut short by a
+/// crash; one gone since the directory was listed was deleted by a writer's compaction (a
+/// read-only open beside it).
+///
+/// # Errors
+/// Any other error opening it (an I/O error): such a table may hold anything, and the open
+/// fails rather than delete it or take it for nothing.
+fn open_orphan(fs: &dyn FileSystem, path: &Path) -> Result<Option<crate::sstable::TableReader>> {
+    match crate::sstable::TableReader::open(fs, path) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.is_corruption() => Ok(None),
+        Err(Error::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// Removes the files the manifest does not reference: old WALs and manifests, temporaries,

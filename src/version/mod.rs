@@ -141,26 +141,24 @@ impl TableHandle {
         if self.env.caches.files.is_closed() {
             return Err(Error::Closed);
         }
-        let opened = TableReader::open_cached(&self.env.caches, &self.path);
-        let opened = match opened.map(|t| (match_manifest(&t, &self.meta), t)) {
-            // A read-only handle takes no lock: the database may have been destroyed and made
-            // again under it, and a new table now has this one's name. As for a table whose
-            // file was replaced after it was opened: an I/O error, not kept (the next use
-            // looks again), not corruption for the handle's life.
-            Ok((Err(mismatch), _)) if self.env.caches.read_only => {
-                return Err(io_context(
+        let opened = TableReader::open_cached(&self.env.caches, &self.path).and_then(|t| {
+            match match_manifest(&t, &self.meta) {
+                Ok(()) => Ok(t),
+                // A read-only handle takes no lock: the database may have been destroyed and
+                // made again under it, and a new table now has this one's name. As for a table
+                // whose file was replaced after it was opened: an I/O error, not kept (the
+                // next use looks again), not corruption for the handle's life.
+                Err(mismatch) if self.env.caches.read_only => Err(io_context(
                     "open",
                     &self.path,
                     io::Error::other(format!(
                         "the file is not the table this read-only handle's manifest lists \
                          (replaced since it read the manifest?): {mismatch}"
                     )),
-                ));
+                )),
+                Err(mismatch) => Err(mismatch),
             }
-            Ok((Err(mismatch), _)) => Err(mismatch),
-            Ok((Ok(()), t)) => Ok(t),
-            Err(e) => Err(e),
-        };
+        });
         match opened {
             Ok(t) => {
                 let bytes = t.open_bytes();
