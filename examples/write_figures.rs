@@ -13,7 +13,9 @@
 //! `fillrandom`/`fillseq`: default options (WAL not synced, 10 bits per key), 16-byte keys,
 //! 100-byte values, one writer; the time runs until the tree is quiet (the last memtable flushed, then `wait_for_compactions`).
 //! Prints keys/s, write amplification, insert latency percentiles, slowdowns and stops, and
-//! compaction throughput. `sync`: `sync_writes(true)`, N writes split over T threads; prints
+//! compaction throughput, and `writer_cpu_ns`: the writing thread's CPU time per insert over
+//! the load (its own clock, `CLOCK_THREAD_CPUTIME_ID`: what the write path costs the caller,
+//! apart from the background threads, and less moved than wall time by a noisy host). `sync`: `sync_writes(true)`, N writes split over T threads; prints
 //! writes/s and WAL fsyncs per write. `unsynced`: the same with the WAL not synced (write
 //! groups under contention; the time stops when the last write returns). `recover`: a child
 //! process writes N MiB into one unflushed WAL (memtable larger than that) and exits without
@@ -97,6 +99,17 @@ fn options() -> Options {
     o
 }
 
+/// This thread's CPU time so far, in ns.
+fn thread_cpu_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid timespec for the call to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
 fn fill(dir: &Path, n: u64, sequential: bool) {
     let _ = std::fs::remove_dir_all(dir);
     let db = Db::open_with(dir, options()).unwrap();
@@ -106,6 +119,7 @@ fn fill(dir: &Path, n: u64, sequential: bool) {
     // previous insert to the read after its own, so it also holds making its key and this
     // loop's push (a few ns). The second read of each insert cost as much as 5% of the
     // writer's time in the sequential load (a `clock_gettime` is ~20 ns).
+    let cpu_start = thread_cpu_ns();
     let start = Instant::now();
     let mut last = start;
     for i in 0..n {
@@ -115,6 +129,7 @@ fn fill(dir: &Path, n: u64, sequential: bool) {
         last = now;
     }
     let loaded = start.elapsed();
+    let writer_cpu_ns = (thread_cpu_ns() - cpu_start) as f64 / n as f64;
     // The last memtable too: its writes are in the write amplification's user bytes, so its
     // table belongs in the written bytes and its flush in the time (as RocksDB's runs in the
     // comparison tool do).
@@ -147,7 +162,8 @@ fn fill(dir: &Path, n: u64, sequential: bool) {
         "{} n={n} keys_per_s={:.0} load_only_keys_per_s={:.0} quiet_s={:.2} wa={:.2} \
          p50_us={:.1} p99_us={:.1} p999_us={:.1} max_ms={:.1} slowdowns={} stops={} \
          flushes={} compactions={} trivial_moves={} compaction_read_mib={:.0} \
-         compaction_written_mib={:.0} compaction_mib_total={compacted_mib:.0} shape={}{}",
+         compaction_written_mib={:.0} compaction_mib_total={compacted_mib:.0} \
+         writer_cpu_ns={writer_cpu_ns:.0} shape={}{}",
         if sequential { "fillseq" } else { "fillrandom" },
         n as f64 / quiet.as_secs_f64(),
         n as f64 / loaded.as_secs_f64(),

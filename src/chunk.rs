@@ -25,5 +25,8 @@ pub(crate) fn copy_into_or(
         *chunk = fresh();
     }
     chunk.extend_from_slice(data);
-    chunk.split().freeze()
+    let out = chunk.split().freeze();
+    // The chunk's next lines, for the next strings (see `crate::prefetch`).
+    crate::prefetch::for_write(out.as_ptr_range().end, 4);
+    out
 }

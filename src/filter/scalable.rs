@@ -75,7 +75,7 @@ impl Stage {
     fn prefetch(&self, hash: u64) {
         let (idx, _) = locate(hash, self.lines.len() as u32);
         if let Some(line) = self.lines.get(idx) {
-            prefetch_line(line.as_ptr().cast());
+            crate::prefetch::for_read(line.as_ptr().cast());
         }
     }
 
@@ -97,20 +97,6 @@ impl Stage {
     fn bytes(&self) -> usize {
         self.lines.len() * (LINE_BITS as usize / 8)
     }
-}
-
-/// Asks the CPU to bring the cache line at `p` into its caches (no-op off x86-64).
-#[inline]
-fn prefetch_line(p: *const i8) {
-    // SAFETY: a prefetch is a hint that never faults and reads nothing the program sees,
-    // whatever the address; SSE, which it needs, is part of the x86-64 baseline.
-    #[cfg(target_arch = "x86_64")]
-    #[allow(unsafe_code)]
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 /// A growing chain of blocked Bloom filters; see the module documentation.

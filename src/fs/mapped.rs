@@ -506,7 +506,10 @@ impl WritableFile for MappedLog {
         } else {
             dst[last..head].copy_from_slice(&data[last..head]);
         }
+        let end: *const u8 = dst.as_ptr_range().end;
         self.len += data.len() as u64;
+        // The next records' lines, from the one this record ends in (see `crate::prefetch`).
+        crate::prefetch::for_write(end, 4);
         if let Some((at, zero)) = self.ahead_at {
             if self.len >= at {
                 self.ahead_at = None;
