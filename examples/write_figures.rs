@@ -99,6 +99,43 @@ fn options() -> Options {
     o
 }
 
+/// The clock of the per-insert latencies: the CPU's time-stamp counter on x86-64 when the
+/// kernel says it runs at a constant rate (`constant_tsc` and `nonstop_tsc`; ~8 ns a read on
+/// the benchmark VM), else `Instant` (ns since the load's start). `WF_CLOCK=instant` asks for
+/// `Instant` anyway: every figure before 2026-12-06 was measured with it.
+#[derive(Clone, Copy)]
+enum Stamp {
+    Tsc,
+    Instant,
+}
+
+impl Stamp {
+    fn choose() -> Stamp {
+        let asked_instant = std::env::var("WF_CLOCK").is_ok_and(|v| v == "instant");
+        let flags = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let flags = flags.lines().find(|l| l.starts_with("flags")).unwrap_or("");
+        let invariant = ["constant_tsc", "nonstop_tsc"]
+            .iter()
+            .all(|f| flags.split_whitespace().any(|x| x == *f));
+        if cfg!(target_arch = "x86_64") && invariant && !asked_instant {
+            Stamp::Tsc
+        } else {
+            Stamp::Instant
+        }
+    }
+
+    /// Ticks of this clock (ns for `Instant`, since `start`).
+    #[inline]
+    fn now(self, start: Instant) -> u64 {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: RDTSC exists on every x86-64 CPU and only reads the counter.
+            Stamp::Tsc => unsafe { std::arch::x86_64::_rdtsc() },
+            _ => start.elapsed().as_nanos() as u64,
+        }
+    }
+}
+
 /// This thread's CPU time so far, in ns.
 fn thread_cpu_ns() -> u64 {
     let mut t = libc::timespec {
@@ -117,18 +154,26 @@ fn fill(dir: &Path, n: u64, sequential: bool) {
     let mut lat: Vec<u32> = Vec::with_capacity(n as usize);
     // One clock read an insert, not two: an insert's latency runs from the read after the
     // previous insert to the read after its own, so it also holds making its key and this
-    // loop's push (a few ns). The second read of each insert cost as much as 5% of the
-    // writer's time in the sequential load (a `clock_gettime` is ~20 ns).
+    // loop's push (a few ns). The clock is the CPU's time-stamp counter where it can be (see
+    // `Stamp`): `Instant::now` (a `clock_gettime`) costs ~20-30 ns, ~6% of a sequential
+    // insert, which slowed the sequential load more than the random one.
+    let clock = Stamp::choose();
     let cpu_start = thread_cpu_ns();
     let start = Instant::now();
-    let mut last = start;
+    let first = clock.now(start);
+    let mut last = first;
     for i in 0..n {
         db.insert(key(i, sequential), value).unwrap();
-        let now = Instant::now();
-        lat.push(u32::try_from((now - last).as_nanos()).unwrap_or(u32::MAX));
+        let now = clock.now(start);
+        lat.push(u32::try_from(now - last).unwrap_or(u32::MAX));
         last = now;
     }
     let loaded = start.elapsed();
+    // The latencies in ns: ticks times the counter's rate over the load, against `Instant`.
+    let ns_per_tick = loaded.as_nanos() as f64 / (last - first).max(1) as f64;
+    for l in &mut lat {
+        *l = (f64::from(*l) * ns_per_tick).min(f64::from(u32::MAX)) as u32;
+    }
     let writer_cpu_ns = (thread_cpu_ns() - cpu_start) as f64 / n as f64;
     // The last memtable too: its writes are in the write amplification's user bytes, so its
     // table belongs in the written bytes and its flush in the time (as RocksDB's runs in the
