@@ -66,16 +66,22 @@ pub(crate) fn frame_in_place(buf: &mut [u8], file_number: u64) {
 /// the CPU until those stores reach the cache (the vector loads of a CRC over 128 bytes or
 /// more cannot be forwarded from them): that read cost the sequential load 5-8% of its time.
 pub(crate) fn frame_in_place_with_crc(buf: &mut [u8], file_number: u64, payload_crc: u32) {
-    debug_assert!(buf.len() - HEADER_LEN <= MAX_PAYLOAD);
     debug_assert_eq!(payload_crc, crc32fast::hash(&buf[HEADER_LEN..]));
-    let len = (buf.len() - HEADER_LEN) as u32;
-    let crc = mask_crc(payload_crc);
-    buf[0..4].copy_from_slice(&crc.to_le_bytes());
-    buf[4..8].copy_from_slice(&len.to_le_bytes());
-    buf[8] = KIND_FULL;
-    buf[9..12].copy_from_slice(&[0, 0, 0]);
-    let hcrc = header_crc(file_number, &buf[0..12]);
-    buf[12..16].copy_from_slice(&hcrc.to_le_bytes());
+    let h = header(buf.len() - HEADER_LEN, payload_crc, file_number);
+    buf[..HEADER_LEN].copy_from_slice(&h);
+}
+
+/// The header of a record of `payload_len` bytes (at most [`MAX_PAYLOAD`]) whose CRC-32
+/// (unmasked) is `payload_crc`, for the log numbered `file_number`.
+pub(crate) fn header(payload_len: usize, payload_crc: u32, file_number: u64) -> [u8; HEADER_LEN] {
+    debug_assert!(payload_len <= MAX_PAYLOAD);
+    let mut h = [0u8; HEADER_LEN];
+    h[0..4].copy_from_slice(&mask_crc(payload_crc).to_le_bytes());
+    h[4..8].copy_from_slice(&(payload_len as u32).to_le_bytes());
+    h[8] = KIND_FULL;
+    let hcrc = header_crc(file_number, &h[0..12]);
+    h[12..16].copy_from_slice(&hcrc.to_le_bytes());
+    h
 }
 
 /// One framed record for the log numbered `file_number` (manifest edits and snapshots).
@@ -133,6 +139,16 @@ impl RecordWriter {
     /// stored last.
     pub(crate) fn append_framed(&mut self, framed: &[u8]) -> io::Result<()> {
         self.file.append_framed(framed, HEADER_LEN)
+    }
+
+    /// Appends a record from its [`header`] and its payload in pieces, the header stored
+    /// last (see [`WritableFile::append_framed_parts`]).
+    pub(crate) fn append_framed_parts(
+        &mut self,
+        head: &[u8; HEADER_LEN],
+        payload: &[&[u8]],
+    ) -> io::Result<()> {
+        self.file.append_framed_parts(head, payload)
     }
 
     pub(crate) fn sync(&mut self) -> io::Result<()> {

@@ -364,6 +364,76 @@ impl MappedLog {
             }
         }
     }
+
+    /// Appends the record `head` + `payload` (`whole`, if the caller has those bytes in one
+    /// piece): copied into the mapped window, payload first, then the header but for its last
+    /// 4 bytes (its checksum word), then, after a release fence, that word in one store, so
+    /// that a crash (whose writeback may catch any prefix of the stores) never leaves a whole
+    /// header over a partial payload. Without a map, one `write(2)` at the log's end.
+    fn store_framed(
+        &mut self,
+        head: &[u8],
+        payload: &[&[u8]],
+        whole: Option<&[u8]>,
+    ) -> io::Result<()> {
+        let len = head.len() + payload.iter().map(|p| p.len()).sum::<usize>();
+        let window = if self.unmappable {
+            None
+        } else {
+            self.window_for(len)?
+        };
+        let Some((map, at)) = window else {
+            // One `write(2)` at the log's end: not cut short by a crash, in the page cache
+            // when it returns. The file may be allocated past it, or not yet this far.
+            match whole {
+                Some(data) => self.file.write_all_at(data, self.len)?,
+                None => {
+                    let mut data = Vec::with_capacity(len);
+                    data.extend_from_slice(head);
+                    for p in payload {
+                        data.extend_from_slice(p);
+                    }
+                    self.file.write_all_at(&data, self.len)?;
+                }
+            }
+            self.len += len as u64;
+            self.allocated = self.allocated.max(self.len);
+            return Ok(());
+        };
+        let dst = &mut map[at..at + len];
+        let mut from = head.len();
+        for p in payload {
+            dst[from..from + p.len()].copy_from_slice(p);
+            from += p.len();
+        }
+        let last = head.len().saturating_sub(4);
+        dst[..last].copy_from_slice(&head[..last]);
+        fence(Ordering::Release);
+        if head.len() - last == 4 {
+            let word =
+                u32::from_ne_bytes([head[last], head[last + 1], head[last + 2], head[last + 3]]);
+            let p = dst[last..head.len()].as_mut_ptr().cast::<u32>();
+            // SAFETY: `p` points at 4 bytes of `dst`, which is mapped and writable; the store
+            // is unaligned-safe and is one instruction, so a crash never leaves half of it.
+            #[allow(unsafe_code)]
+            unsafe {
+                p.write_unaligned(word)
+            };
+        } else {
+            dst[last..head.len()].copy_from_slice(&head[last..]);
+        }
+        let end: *const u8 = dst.as_ptr_range().end;
+        self.len += len as u64;
+        // The next records' lines, from the one this record ends in (see `crate::prefetch`).
+        crate::prefetch::for_write(end, 4);
+        if let Some((at, zero)) = self.ahead_at {
+            if self.len >= at {
+                self.ahead_at = None;
+                self.request_ahead(zero);
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Allocates `[offset, offset + len)` of `file`, growing it, and if `zero` writes zeros over
@@ -475,48 +545,11 @@ impl WritableFile for MappedLog {
 
     fn append_framed(&mut self, data: &[u8], head: usize) -> io::Result<()> {
         let head = head.min(data.len());
-        let window = if self.unmappable {
-            None
-        } else {
-            self.window_for(data.len())?
-        };
-        let Some((map, at)) = window else {
-            // One `write(2)` at the log's end: not cut short by a crash, in the page cache
-            // when it returns. The file may be allocated past it, or not yet this far.
-            self.file.write_all_at(data, self.len)?;
-            self.len += data.len() as u64;
-            self.allocated = self.allocated.max(self.len);
-            return Ok(());
-        };
-        let dst = &mut map[at..at + data.len()];
-        dst[head..].copy_from_slice(&data[head..]);
-        let last = head.saturating_sub(4);
-        dst[..last].copy_from_slice(&data[..last]);
-        fence(Ordering::Release);
-        if head - last == 4 {
-            let word =
-                u32::from_ne_bytes([data[last], data[last + 1], data[last + 2], data[last + 3]]);
-            let p = dst[last..head].as_mut_ptr().cast::<u32>();
-            // SAFETY: `p` points at 4 bytes of `dst`, which is mapped and writable; the store
-            // is unaligned-safe and is one instruction, so a crash never leaves half of it.
-            #[allow(unsafe_code)]
-            unsafe {
-                p.write_unaligned(word)
-            };
-        } else {
-            dst[last..head].copy_from_slice(&data[last..head]);
-        }
-        let end: *const u8 = dst.as_ptr_range().end;
-        self.len += data.len() as u64;
-        // The next records' lines, from the one this record ends in (see `crate::prefetch`).
-        crate::prefetch::for_write(end, 4);
-        if let Some((at, zero)) = self.ahead_at {
-            if self.len >= at {
-                self.ahead_at = None;
-                self.request_ahead(zero);
-            }
-        }
-        Ok(())
+        self.store_framed(&data[..head], &[&data[head..]], Some(data))
+    }
+
+    fn append_framed_parts(&mut self, head: &[u8], payload: &[&[u8]]) -> io::Result<()> {
+        self.store_framed(head, payload, None)
     }
 
     fn sync(&mut self) -> io::Result<()> {
@@ -653,6 +686,49 @@ mod tests {
         assert_eq!(w.written_back, 0);
         w.finish().unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), want);
+    }
+
+    #[test]
+    fn a_record_in_pieces_is_the_same_bytes_as_the_record_whole_mapped_or_not() {
+        let (dir, p, mut whole) = fresh("whole");
+        let q = dir.path().join("pieces");
+        let mut pieces = MappedLog::new(create_file(&q).unwrap());
+        let mut want = Vec::new();
+        for (i, sizes) in [
+            vec![5usize, 120],
+            vec![0, 7, 0, 300],
+            vec![WINDOW as usize + 3],
+            vec![1, 2, 3, 4, 5, 6, 7],
+            vec![],
+            vec![70_000, 64],
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            // A 16-byte header whose last 4 bytes are its checksum word, then the pieces.
+            let head: Vec<u8> = (0..16).map(|j| (i * 7 + j + 1) as u8).collect();
+            let parts: Vec<Vec<u8>> = sizes
+                .iter()
+                .enumerate()
+                .map(|(k, &n)| (0..n).map(|j| (i * 13 + k * 5 + j) as u8).collect())
+                .collect();
+            let slices: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+            let mut rec = head.clone();
+            rec.extend(parts.iter().flatten());
+            whole.append_framed(&rec, 16).unwrap();
+            pieces.append_framed_parts(&head, &slices).unwrap();
+            want.extend_from_slice(&rec);
+            assert_eq!(pieces.len(), want.len() as u64);
+            if i == 2 {
+                // From the next window on, the pieces go through write(2).
+                pieces.refuse_maps = true;
+            }
+        }
+        assert!(pieces.unmappable);
+        whole.finish().unwrap();
+        pieces.finish().unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), want);
+        assert_eq!(std::fs::read(&q).unwrap(), want);
     }
 
     #[test]

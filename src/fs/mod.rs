@@ -82,6 +82,20 @@ pub trait WritableFile: Send + fmt::Debug {
         let _ = head;
         self.append(data)
     }
+    /// [`append_framed`](Self::append_framed) of a record given in pieces: its header `head`
+    /// (stored last, as there) and its payload, the concatenation of `payload`. The same bytes
+    /// as `append_framed` of `head` followed by the pieces; an implementation that writes
+    /// through memory copies each piece into place, with no buffer in between. Default: the
+    /// pieces concatenated, then `append_framed`.
+    fn append_framed_parts(&mut self, head: &[u8], payload: &[&[u8]]) -> io::Result<()> {
+        let mut data =
+            Vec::with_capacity(head.len() + payload.iter().map(|p| p.len()).sum::<usize>());
+        data.extend_from_slice(head);
+        for p in payload {
+            data.extend_from_slice(p);
+        }
+        self.append_framed(&data, head.len())
+    }
     /// A hint that appends are coming soon (the write path gives it a WAL started by a
     /// memtable rotation, between creating the file and syncing the previous WAL): an
     /// implementation that allocates space ahead of the writer may start on the first of it
