@@ -32,6 +32,20 @@ pub struct WriteBatch {
     pub(crate) count: u32,
     pub(crate) user_bytes: u64,
     pub(crate) invalid: Option<String>,
+    /// Where the one operation of a batch made by [`WriteBatch::one`] lies in `ops`, so that
+    /// the write path inserts it without decoding what it just encoded; `None` for any other
+    /// batch (decoded and checked as usual).
+    pub(crate) one: Option<OneOp>,
+}
+
+/// The one operation of a [`WriteBatch::one`] batch: its kind, and its key's and value's
+/// byte ranges in the batch's encoding (the value runs to the encoding's end).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct OneOp {
+    pub(crate) kind: OpKind,
+    pub(crate) key_at: usize,
+    pub(crate) key_len: usize,
+    pub(crate) value_at: usize,
 }
 
 thread_local! {
@@ -81,6 +95,42 @@ impl WriteBatch {
         }
     }
 
+    /// A batch of one insert (`Put`) or removal (`Delete`) of `key`, whose sizes the caller
+    /// has checked ([`check_sizes`]), in this thread's spare buffer ([`for_one`](Self::for_one)),
+    /// knowing where its key and value lie ([`OneOp`]).
+    fn one(kind: OpKind, key: &[u8], value: &[u8]) -> WriteBatch {
+        debug_assert!(matches!(kind, OpKind::Put | OpKind::Delete));
+        debug_assert!(check_sizes(key, value).is_ok());
+        let mut b = WriteBatch::for_one(key.len() + value.len() + 12);
+        b.push_checked(kind, key, value);
+        // The encoding: kind, key length, key, then for an insert the value's length and
+        // the value (`wal::encode_op`).
+        let key_at = 1 + crate::encoding::varint_len(key.len() as u64);
+        let value_at = b.ops.len() - if kind == OpKind::Put { value.len() } else { 0 };
+        debug_assert_eq!(&b.ops[key_at..key_at + key.len()], key);
+        debug_assert_eq!(
+            &b.ops[value_at..],
+            if kind == OpKind::Put { value } else { &[] }
+        );
+        b.one = Some(OneOp {
+            kind,
+            key_at,
+            key_len: key.len(),
+            value_at,
+        });
+        b
+    }
+
+    /// [`one`](Self::one) insert of `key` -> `value` (sizes checked by the caller).
+    pub(crate) fn one_insert(key: &[u8], value: &[u8]) -> WriteBatch {
+        WriteBatch::one(OpKind::Put, key, value)
+    }
+
+    /// [`one`](Self::one) removal of `key` (its size checked by the caller).
+    pub(crate) fn one_remove(key: &[u8]) -> WriteBatch {
+        WriteBatch::one(OpKind::Delete, key, &[])
+    }
+
     fn push(&mut self, kind: OpKind, key: &[u8], value: &[u8]) {
         if self.invalid.is_some() {
             return;
@@ -93,6 +143,8 @@ impl WriteBatch {
     }
 
     fn push_checked(&mut self, kind: OpKind, key: &[u8], value: &[u8]) {
+        // A second operation (or any change) makes the batch an ordinary one.
+        self.one = None;
         if self.ops.len() + key.len() + value.len() + 24 > MAX_BATCH_SIZE
             || self.count >= MAX_BATCH_OPS
         {
@@ -212,6 +264,47 @@ mod tests {
         assert!(b.invalid.is_none());
         b.clear();
         assert!(b.is_empty());
+    }
+
+    #[test]
+    fn a_single_operation_knows_where_its_key_and_value_lie() {
+        for (klen, vlen) in [
+            (0, 0),
+            (1, 0),
+            (16, 100),
+            (127, 128),
+            (128, 127),
+            (300, 20_000),
+        ] {
+            let key: Vec<u8> = (0..klen).map(|i| i as u8 ^ 0x5a).collect();
+            let value: Vec<u8> = (0..vlen).map(|i| (i * 7) as u8).collect();
+            for (b, kind) in [
+                (WriteBatch::one_insert(&key, &value), OpKind::Put),
+                (WriteBatch::one_remove(&key), OpKind::Delete),
+            ] {
+                // The same encoding as the ordinary batch, and offsets that say what it holds.
+                let mut plain = WriteBatch::new();
+                if kind == OpKind::Put {
+                    plain.insert(&key, &value);
+                } else {
+                    plain.remove(&key);
+                }
+                assert_eq!(
+                    (b.ops.as_slice(), b.count, b.user_bytes),
+                    (plain.ops.as_slice(), 1, plain.user_bytes)
+                );
+                let one = b.one.expect("a single operation");
+                let op = &wal::decode_ops(&b.ops, 1).unwrap()[0];
+                assert_eq!(one.kind, op.kind);
+                assert_eq!(&b.ops[one.key_at..one.key_at + one.key_len], op.key);
+                assert_eq!(&b.ops[one.value_at..], op.value);
+                assert_eq!(plain.one, None);
+            }
+        }
+        // Another operation makes it an ordinary batch.
+        let mut b = WriteBatch::one_insert(b"k", b"v");
+        b.remove("x");
+        assert_eq!((b.one, b.len()), (None, 2));
     }
 
     #[test]

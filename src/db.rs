@@ -140,9 +140,7 @@ impl Db {
     ) -> Result<()> {
         let (key, value) = (key.as_ref(), value.as_ref());
         check_sizes(key, value).map_err(Error::InvalidArgument)?;
-        let mut b = WriteBatch::for_one(key.len() + value.len() + 12);
-        b.insert(key, value);
-        self.write_with(b, opts)
+        self.write_with(WriteBatch::one_insert(key, value), opts)
     }
 
     /// Removes `key` (writes a tombstone). Removing an absent key is not an error.
@@ -158,9 +156,7 @@ impl Db {
     pub fn remove_with(&self, key: impl AsRef<[u8]>, opts: WriteOptions) -> Result<()> {
         let key = key.as_ref();
         check_sizes(key, &[]).map_err(Error::InvalidArgument)?;
-        let mut b = WriteBatch::for_one(key.len() + 8);
-        b.remove(key);
-        self.write_with(b, opts)
+        self.write_with(WriteBatch::one_remove(key), opts)
     }
 
     /// Removes every key in `range` (any [`RangeBounds`], as [`range`](Db::range) takes) with

@@ -13,7 +13,6 @@ pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
 }
 
 /// Number of bytes [`put_varint`] writes for `v`.
-#[cfg(test)]
 pub(crate) fn varint_len(mut v: u64) -> usize {
     let mut n = 1;
     while v >= 0x80 {

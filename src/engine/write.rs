@@ -669,14 +669,23 @@ impl Core {
         // this never fails in practice.)
         // The same walk starts loading the memtable filter lines of the group's first keys,
         // which arrive while the WAL record is written (more would only evict each other).
+        // A single insert or removal made by `Db` (`WriteBatch::one`) was encoded by the
+        // write path itself, with checked sizes: it is not walked.
         let mut prefetch = PREFETCH_KEYS;
-        if group.iter().any(|g| {
-            !wal::walk_ops(&g.0.ops, g.0.count, |op| {
+        if group.iter().any(|g| match g.0.one {
+            Some(one) => {
+                if prefetch > 0 {
+                    prefetch -= 1;
+                    mem.prefetch(&g.0.ops[one.key_at..one.key_at + one.key_len]);
+                }
+                false
+            }
+            None => !wal::walk_ops(&g.0.ops, g.0.count, |op| {
                 if prefetch > 0 && matches!(op.kind, OpKind::Put | OpKind::Delete) {
                     prefetch -= 1;
                     mem.prefetch(op.key);
                 }
-            })
+            }),
         }) {
             return Err(Error::InvalidArgument(
                 "write batch encoding is damaged".into(),
@@ -717,6 +726,15 @@ impl Core {
                 }
                 seq += 1;
             };
+            if let Some(one) = b.one {
+                // Where the write path's own encoding put them; the value, which ends the
+                // encoding, takes the encoding's own reference (as the last put below).
+                let key = encoded.slice(one.key_at..one.key_at + one.key_len);
+                let mut value = encoded;
+                value.advance(one.value_at);
+                apply(one.kind, key, value);
+                continue;
+            }
             let mut last = None;
             let mut left = b.count;
             wal::walk_ops(&encoded, b.count, |op| {
