@@ -53,26 +53,19 @@ fn header_crc(file_number: u64, first12: &[u8]) -> u32 {
 /// Fills the header of a record whose payload starts at `buf[HEADER_LEN..]`, for the log
 /// numbered `file_number`. `buf[..HEADER_LEN]` must have been reserved by the caller.
 /// The payload must be at most [`MAX_PAYLOAD`] bytes (the manifest's are: see [`frame`]; the
-/// WAL's, a batch and a write group bounded below it, go through
-/// [`frame_in_place_with_crc`]).
+/// WAL's, a batch and a write group bounded below it, are framed with [`header`]).
 pub(crate) fn frame_in_place(buf: &mut [u8], file_number: u64) {
     let payload_crc = crc32fast::hash(&buf[HEADER_LEN..]);
-    frame_in_place_with_crc(buf, file_number, payload_crc);
-}
-
-/// [`frame_in_place`] with the payload's CRC-32 (unmasked) computed by the caller, over the
-/// same bytes: the WAL computes it from the pieces it copies into `buf` (the batches, written
-/// long before), because reading back a buffer it has just written in small stores stalls
-/// the CPU until those stores reach the cache (the vector loads of a CRC over 128 bytes or
-/// more cannot be forwarded from them): that read cost the sequential load 5-8% of its time.
-pub(crate) fn frame_in_place_with_crc(buf: &mut [u8], file_number: u64, payload_crc: u32) {
-    debug_assert_eq!(payload_crc, crc32fast::hash(&buf[HEADER_LEN..]));
     let h = header(buf.len() - HEADER_LEN, payload_crc, file_number);
     buf[..HEADER_LEN].copy_from_slice(&h);
 }
 
 /// The header of a record of `payload_len` bytes (at most [`MAX_PAYLOAD`]) whose CRC-32
-/// (unmasked) is `payload_crc`, for the log numbered `file_number`.
+/// (unmasked) is `payload_crc`, for the log numbered `file_number`. The WAL computes that CRC
+/// from the pieces of its record (the batches, written long before) rather than from a
+/// buffer it has just written in small stores: reading those back stalls the CPU until the
+/// stores reach the cache (the vector loads of a CRC over 128 bytes or more cannot be
+/// forwarded from them), which cost the sequential load 5-8% of its time.
 pub(crate) fn header(payload_len: usize, payload_crc: u32, file_number: u64) -> [u8; HEADER_LEN] {
     debug_assert!(payload_len <= MAX_PAYLOAD);
     let mut h = [0u8; HEADER_LEN];
@@ -139,6 +132,11 @@ impl RecordWriter {
     /// stored last.
     pub(crate) fn append_framed(&mut self, framed: &[u8]) -> io::Result<()> {
         self.file.append_framed(framed, HEADER_LEN)
+    }
+
+    /// Passes on [`WritableFile::takes_pieces`].
+    pub(crate) fn takes_pieces(&self) -> bool {
+        self.file.takes_pieces()
     }
 
     /// Appends a record from its [`header`] and its payload in pieces, the header stored

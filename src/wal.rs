@@ -24,7 +24,7 @@ use crate::fs::{FileSystem, WritableFile};
 use crate::key::{SeqNo, MAX_SEQ};
 use crate::options::LogWrites;
 use crate::range_del::MAX_BOUND_LEN;
-use crate::record::{self, RecordReader, RecordWriter, TailReport};
+use crate::record::{self, RecordReader, RecordWriter, TailReport, HEADER_LEN};
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 use std::path::{Path, PathBuf};
@@ -343,41 +343,55 @@ impl WalWriter {
     ) -> Result<()> {
         self.check_not_failed()?;
         // The payload: the sequence number and count, then the batches. Its CRC comes from
-        // those pieces, not read back from a buffer just written (see
-        // `record::frame_in_place_with_crc`). Up to `PIECES - 1` batches go to the file as
-        // they are, copied once into place; a larger group is gathered into `buf` first.
+        // those pieces, not read back from a buffer just written (see `record::header`).
         let mut prefix = [0u8; PAYLOAD_HEADER_LEN];
         prefix[..8].copy_from_slice(&first_seq.to_le_bytes());
         prefix[8..].copy_from_slice(&count.to_le_bytes());
         let mut crc = crc32fast::Hasher::new();
         crc.update(&prefix);
-        let mut len = PAYLOAD_HEADER_LEN;
-        let mut pieces: [&[u8]; PIECES] = [&[]; PIECES];
-        pieces[0] = &prefix;
-        let mut used = 1;
         self.buf.clear();
-        for p in parts {
-            crc.update(p);
-            len += p.len();
-            if used < PIECES {
-                pieces[used] = p;
-                used += 1;
-            } else {
-                if self.buf.is_empty() {
-                    for q in &pieces[1..] {
-                        self.buf.extend_from_slice(q);
+        let res = if self.log.takes_pieces() {
+            // Up to `PIECES - 1` batches go to the file as they are, each copied once into
+            // place; a larger group is gathered into `buf` first.
+            let mut len = PAYLOAD_HEADER_LEN;
+            let mut pieces: [&[u8]; PIECES] = [&[]; PIECES];
+            pieces[0] = &prefix;
+            let mut used = 1;
+            for p in parts {
+                crc.update(p);
+                len += p.len();
+                if used < PIECES {
+                    pieces[used] = p;
+                    used += 1;
+                } else {
+                    if self.buf.is_empty() {
+                        for q in &pieces[1..] {
+                            self.buf.extend_from_slice(q);
+                        }
                     }
+                    self.buf.extend_from_slice(p);
                 }
+            }
+            if !self.buf.is_empty() {
+                pieces[1] = &self.buf;
+                used = 2;
+            }
+            // (A group is one batch or at most 1 MiB of them: always under `MAX_PAYLOAD`.)
+            let head = record::header(len, crc.finalize(), self.number);
+            self.log.append_framed_parts(&head, &pieces[..used])
+        } else {
+            // A file that would only concatenate the pieces: the record is built in `buf`,
+            // reused from one append to the next, and written with one call.
+            self.buf.resize(HEADER_LEN, 0);
+            self.buf.extend_from_slice(&prefix);
+            for p in parts {
+                crc.update(p);
                 self.buf.extend_from_slice(p);
             }
-        }
-        if !self.buf.is_empty() {
-            pieces[1] = &self.buf;
-            used = 2;
-        }
-        // (A group is one batch or at most 1 MiB of them: always under `MAX_PAYLOAD`.)
-        let head = record::header(len, crc.finalize(), self.number);
-        let res = self.log.append_framed_parts(&head, &pieces[..used]);
+            let head = record::header(self.buf.len() - HEADER_LEN, crc.finalize(), self.number);
+            self.buf[..HEADER_LEN].copy_from_slice(&head);
+            self.log.append_framed(&self.buf)
+        };
         if self.buf.capacity() > (1 << 20) {
             self.buf = Vec::new();
         }

@@ -27,8 +27,8 @@
 //! gets positioned `write(2)`s at the log's end instead, from the first refused window on,
 //! with a warning in the log; nothing else changes.
 //!
-//! This module holds the crate's `unsafe` code but for one prefetch hint
-//! (`filter::scalable`), `writeback`'s system call and the memtable's write-once entry slot
+//! This module holds the crate's `unsafe` code but for the cache hints (`prefetch`),
+//! `writeback`'s system call and the memtable's write-once entry slot
 //! (`memtable::entry_cell`, set from `memtable::skiplist`): mapping a file is `unsafe` in Rust because
 //! another process could change or shorten it under the map. No other siltdb process writes
 //! or cuts a live WAL (a writer holds the database's directory lock; a read-only open only
@@ -552,6 +552,11 @@ impl WritableFile for MappedLog {
         self.store_framed(head, payload, None)
     }
 
+    /// True while the log is written through its map.
+    fn takes_pieces(&self) -> bool {
+        !self.unmappable
+    }
+
     fn sync(&mut self) -> io::Result<()> {
         self.synced_in_window = true;
         if self.allocated == self.synced_size {
@@ -693,6 +698,7 @@ mod tests {
         let (dir, p, mut whole) = fresh("whole");
         let q = dir.path().join("pieces");
         let mut pieces = MappedLog::new(create_file(&q).unwrap());
+        assert!(pieces.takes_pieces());
         let mut want = Vec::new();
         for (i, sizes) in [
             vec![5usize, 120],
@@ -724,7 +730,7 @@ mod tests {
                 pieces.refuse_maps = true;
             }
         }
-        assert!(pieces.unmappable);
+        assert!(pieces.unmappable && !pieces.takes_pieces());
         whole.finish().unwrap();
         pieces.finish().unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), want);

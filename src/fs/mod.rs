@@ -86,7 +86,8 @@ pub trait WritableFile: Send + fmt::Debug {
     /// (stored last, as there) and its payload, the concatenation of `payload`. The same bytes
     /// as `append_framed` of `head` followed by the pieces; an implementation that writes
     /// through memory copies each piece into place, with no buffer in between. Default: the
-    /// pieces concatenated, then `append_framed`.
+    /// pieces concatenated, then `append_framed`. Errors: the write's; part of the record may
+    /// then be in the file, as after a failed `append`.
     fn append_framed_parts(&mut self, head: &[u8], payload: &[&[u8]]) -> io::Result<()> {
         let mut data =
             Vec::with_capacity(head.len() + payload.iter().map(|p| p.len()).sum::<usize>());
@@ -95,6 +96,13 @@ pub trait WritableFile: Send + fmt::Debug {
             data.extend_from_slice(p);
         }
         self.append_framed(&data, head.len())
+    }
+    /// True if [`append_framed_parts`](Self::append_framed_parts) copies the pieces into
+    /// place itself, with no buffer in between, so that a caller need not gather them first;
+    /// false if it would only concatenate them (a caller with a buffer of its own to reuse
+    /// then gathers them there and calls `append_framed`). Default: false.
+    fn takes_pieces(&self) -> bool {
+        false
     }
     /// A hint that appends are coming soon (the write path gives it a WAL started by a
     /// memtable rotation, between creating the file and syncing the previous WAL): an
