@@ -37,10 +37,10 @@
 //! `docs/durability.md`.
 
 #![deny(missing_docs)]
-// `deny`, not `forbid`: `fs::mapped` (the WAL's memory map) allows it, for the map, two
-// system calls and one store, `fs::writeback` for one system call, `prefetch` for the
-// cache hints (CPUID and two prefetch instructions), and `memtable::entry_cell` for the skiplist's write-once entry slot (with the
-// one call of its `unsafe` setter in `memtable::skiplist`).
+// `deny`, not `forbid`: `fs::mapped` (the WAL's memory map) allows it, for the map, four
+// system calls and one store, `fs::writeback` for one system call, `prefetch` for the cache
+// hints (CPUID and two prefetch instructions), and `memtable::entry_cell` for the skiplist's
+// write-once entry slot (with the one call of its `unsafe` setter in `memtable::skiplist`).
 #![deny(unsafe_code)]
 
 mod batch;

@@ -9,7 +9,9 @@
 //! rotation, from its creation on: its first window is allocated while the rotation puts the
 //! new WAL and memtable in place); for a log that is not being synced, the same helper starts
 //! the writeback of the pages finished so far (`sync_file_range`, without waiting), so that
-//! the fsync that seals the log finds about one window left to write. The
+//! the fsync that seals the log finds about one window left to write; and at each window
+//! switch it first faults in the writer's new window for writing (`MADV_POPULATE_WRITE`), so
+//! that the writer's stores take no page fault (see `MappedLog::populate_ahead`). The
 //! writer maps only bytes whose allocation has finished. Each window is mapped `MAP_SHARED`:
 //! a copied byte is in the page cache at once, so it survives a process crash exactly as a
 //! returned `write(2)` does. `fdatasync` writes the pages dirtied through the map like any
@@ -86,12 +88,17 @@ pub(crate) struct MappedLog {
     /// Asking when the first window is mapped would grow a WAL that holds a few records to
     /// 2 MiB behind its writer's back.
     ahead_at: Option<(u64, bool)>,
+    /// The last window the helper was asked for is zeroed (see `populate_ahead`).
+    ahead_zeroed: bool,
     /// Bytes from the start whose writeback the helper was asked to start (see
     /// `request_ahead`).
     written_back: u64,
     /// Test switch: every map fails as on such a file system.
     #[cfg(test)]
     refuse_maps: bool,
+    /// Tests: jobs sent to the helper with pages to fault in.
+    #[cfg(test)]
+    populate_jobs: usize,
     /// Test switch: every window the helper allocates fails, as on a full disk.
     #[cfg(test)]
     fail_ahead: bool,
@@ -101,8 +108,9 @@ pub(crate) struct MappedLog {
 /// faults in the rest ([`MappedLog::populate_ahead`]).
 const POPULATE_SKIP: usize = 64 << 10;
 
-/// What the helper is asked to do: allocate `[offset, offset + len)` (zeroed if `zero`), then,
-/// once it has answered, start the writeback of `writeback`'s range of written bytes, if any.
+/// What the helper is asked to do: fault in `populate`'s pages of the writer's window for
+/// writing, if any; allocate `[offset, offset + len)` (zeroed if `zero`); then, once it has
+/// answered, start the writeback of `writeback`'s range of written bytes, if any.
 #[derive(Debug, Clone, Copy)]
 struct Job {
     offset: u64,
@@ -114,8 +122,9 @@ struct Job {
     populate: Option<(usize, usize)>,
 }
 
-/// A thread that allocates windows ahead of the writer: one job at a time, each the range
-/// `[offset, offset + len)`, answered with the new allocated end.
+/// A thread that allocates windows ahead of the writer (and faults in the writer's new
+/// window): one job at a time, each allocating the range `[offset, offset + len)`, answered
+/// with the new allocated end.
 #[derive(Debug)]
 struct Ahead {
     jobs: Option<mpsc::Sender<Job>>,
@@ -218,9 +227,12 @@ impl MappedLog {
             ahead: None,
             synced_in_window: false,
             ahead_at: None,
+            ahead_zeroed: false,
             written_back: 0,
             #[cfg(test)]
             refuse_maps: false,
+            #[cfg(test)]
+            populate_jobs: 0,
             #[cfg(test)]
             fail_ahead: false,
         }
@@ -242,9 +254,15 @@ impl MappedLog {
             let size = WINDOW.max(n as u64);
             let want = start + size;
             let zero = !std::mem::take(&mut self.synced_in_window);
+            // Whether the whole window was allocated zeroed: the part the helper allocated
+            // ahead (its last job's flag) and the part allocated here. (A heuristic in one
+            // rare case: a window that starts inside an earlier, larger window allocated by
+            // the writer is judged by the helper's flag.)
+            let mut window_zeroed = start >= self.allocated || self.ahead_zeroed;
             if want > self.allocated {
                 allocate(&self.file, self.allocated, want - self.allocated, zero)?;
                 self.allocated = want;
+                window_zeroed &= zero;
             }
             let size = usize::try_from(size)
                 .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "window too large"))?;
@@ -272,7 +290,7 @@ impl MappedLog {
                     // written.
                     self.ahead_at = None;
                     if start > 0 {
-                        let populate = self.populate_ahead(zero);
+                        let populate = self.populate_ahead(window_zeroed);
                         self.request_ahead(zero, populate);
                     } else if self.ahead.is_some() {
                         self.ahead_at = Some((start + size as u64 / 2, zero));
@@ -320,27 +338,28 @@ impl MappedLog {
     }
 
     /// The part of the window just mapped that the helper faults in for writing before it
-    /// allocates the next window: all of it but its first [`POPULATE_SKIP`] bytes, which the
+    /// allocates the next window: its whole pages (of the system's page size) but for its
+    /// first [`POPULATE_SKIP`] bytes, which the
     /// writer is about to fill itself. A store to a page of a shared file map that the writer
     /// has not written yet takes a page fault (~2% of a sequential load's writer time, one
     /// every ~27 records); `MADV_POPULATE_WRITE` from the helper takes them all at once, off
     /// the writer's thread (a map made with `MAP_POPULATE` would map the pages read-only and
-    /// fault on the first store anyway). Only for a zeroed window (`zero`): faulting a page in
-    /// for writing dirties it, and a synced log does not want its unwritten pages written
-    /// (see `synced_in_window`). The map stays while the helper works: every unmap settles
+    /// fault on the first store anyway). Only for a window allocated zeroed (`zeroed`):
+    /// faulting a page in for writing dirties it, and a synced log does not want its unwritten
+    /// pages written (see `synced_in_window`). The map stays while the helper works: every unmap settles
     /// the helper's job first (`window_for`, `cut_back`).
-    fn populate_ahead(&self, zero: bool) -> Option<(usize, usize)> {
+    fn populate_ahead(&self, zeroed: bool) -> Option<(usize, usize)> {
         let (map, _) = self.map.as_ref()?;
         // Whole pages (`madvise` wants a page-aligned start; a window starts where the log
         // ends, anywhere in a page).
-        let page = PAGE as usize;
+        let page = page_size();
         let from = (map.as_ptr() as usize + POPULATE_SKIP).next_multiple_of(page);
         let to = (map.as_ptr() as usize + map.len()) / page * page;
-        (zero && to > from).then_some((from, to - from))
+        (zeroed && to > from).then_some((from, to - from))
     }
 
-    /// Unmaps, takes the helper's answer (no helper may extend the file after it is cut) and
-    /// cuts the file back to the bytes appended. A failed allocation ahead (a full disk, for a
+    /// Takes the helper's answer (no helper may extend the file after it is cut, or fault in
+    /// pages of a map that is gone), unmaps and cuts the file back to the bytes appended. A failed allocation ahead (a full disk, for a
     /// window the log did not need yet) does not stop the cut: it is logged, not returned.
     fn cut_back(&mut self) -> io::Result<()> {
         self.ahead_at = None;
@@ -387,6 +406,11 @@ impl MappedLog {
             let writeback = (zero && done > self.written_back).then_some((self.written_back, done));
             if writeback.is_some() {
                 self.written_back = done;
+            }
+            self.ahead_zeroed = zero;
+            #[cfg(test)]
+            if populate.is_some() {
+                self.populate_jobs += 1;
             }
             let job = Job {
                 offset: self.allocated,
@@ -472,13 +496,17 @@ impl MappedLog {
     }
 }
 
-/// Allocates `[offset, offset + len)` of `file`, growing it, and if `zero` writes zeros over
-/// it. `posix_fallocate` reserves the blocks (a full disk fails here, not at a later store
-/// through the map, on the file systems [`maps_safely`] accepts). The zeros put the pages in
-/// the page cache with one call, which costs the writer far less than a page fault per 4 KiB
-/// that would allocate each one (fillseq 1M: 1.70M against 1.50M keys/s, three pairs); an
-/// unsynced log writes its data over them before writeback. A log that was synced recently
-/// skips them (see `synced_in_window`).
+/// The system's page size (`sysconf(_SC_PAGESIZE)`; 4 KiB if it cannot say).
+fn page_size() -> usize {
+    static SIZE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *SIZE.get_or_init(|| {
+        // SAFETY: a plain query with no memory passed.
+        #[allow(unsafe_code)]
+        let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(4096)
+    })
+}
+
 /// Faults in `[addr, addr + len)` of this process's memory for writing
 /// (`MADV_POPULATE_WRITE`, Linux 5.14 and later), best effort: on an older kernel, or any
 /// error, the pages fault when first written, as without it.
@@ -496,6 +524,13 @@ fn populate_write(addr: usize, len: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// Allocates `[offset, offset + len)` of `file`, growing it, and if `zero` writes zeros over
+/// it. `posix_fallocate` reserves the blocks (a full disk fails here, not at a later store
+/// through the map, on the file systems [`maps_safely`] accepts). The zeros put the pages in
+/// the page cache with one call, which costs the writer far less than a page fault per 4 KiB
+/// that would allocate each one (fillseq 1M: 1.70M against 1.50M keys/s, three pairs); an
+/// unsynced log writes its data over them before writeback. A log that was synced recently
+/// skips them (see `synced_in_window`).
 fn allocate(file: &File, offset: u64, len: u64, zero: bool) -> io::Result<()> {
     let too_big = || io::Error::new(io::ErrorKind::InvalidInput, "file offset too large");
     let offset = libc::off_t::try_from(offset).map_err(|_| too_big())?;
@@ -807,15 +842,16 @@ mod tests {
             let (map, _) = w.map.as_ref().unwrap();
             (map.as_ptr() as usize, map.as_ptr() as usize + map.len())
         };
+        let page = page_size();
         assert_ne!(
-            start % PAGE as usize,
+            start % page,
             0,
             "the test wants a window that starts mid-page"
         );
         assert_eq!(w.populate_ahead(false), None);
         let (from, len) = w.populate_ahead(true).unwrap();
-        assert_eq!(from % PAGE as usize, 0);
-        assert_eq!(len % PAGE as usize, 0);
+        assert_eq!(from % page, 0);
+        assert_eq!(len % page, 0);
         assert!(from >= start + POPULATE_SKIP && from + len <= end && len > 0);
         let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
         let mut v = release
@@ -830,6 +866,32 @@ mod tests {
         want.extend_from_slice(b"after");
         w.finish().unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), want);
+    }
+
+    /// An unsynced log's windows are zeroed and faulted in by the helper; a log synced in
+    /// every window gets windows allocated without zeros, which are not faulted in (that
+    /// would dirty pages its fsyncs then write).
+    #[test]
+    fn only_zeroed_windows_are_faulted_in() {
+        let rec = vec![3u8; 4000];
+        for synced in [false, true] {
+            let (_dir, p, mut w) = fresh("log");
+            let mut want = Vec::new();
+            while want.len() < 5 * WINDOW as usize {
+                w.append_framed(&rec, 16).unwrap();
+                want.extend_from_slice(&rec);
+                if synced {
+                    w.sync().unwrap();
+                }
+            }
+            if synced {
+                assert_eq!(w.populate_jobs, 0);
+            } else {
+                assert!(w.populate_jobs >= 3, "{}", w.populate_jobs);
+            }
+            w.finish().unwrap();
+            assert_eq!(std::fs::read(&p).unwrap(), want);
+        }
     }
 
     #[test]
