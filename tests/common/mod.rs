@@ -96,6 +96,19 @@ pub fn files_with_ext(dir: &Path, ext: &str) -> Vec<std::path::PathBuf> {
     files
 }
 
+/// The table files (`*.sst`) in `dir` of the in-memory file system `fs`, by name, sorted
+/// (oldest file number first).
+pub fn mem_tables(fs: &MemFs, dir: &Path) -> Vec<String> {
+    let mut tables: Vec<String> = fs
+        .list(dir)
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.ends_with(".sst"))
+        .collect();
+    tables.sort();
+    tables
+}
+
 /// LevelDB's CRC mask, for tests that forge checksums.
 pub fn mask_crc(crc: u32) -> u32 {
     crc.rotate_right(15).wrapping_add(0xa282_ead8)

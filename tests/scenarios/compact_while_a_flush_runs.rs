@@ -18,17 +18,6 @@ fn thread_is(name: &str) -> bool {
     std::thread::current().name() == Some(name)
 }
 
-fn tables(mem: &MemFs, dir: &Path) -> Vec<String> {
-    let mut t: Vec<String> = mem
-        .list(dir)
-        .unwrap()
-        .into_iter()
-        .filter(|n| n.ends_with(".sst"))
-        .collect();
-    t.sort();
-    t
-}
-
 #[test]
 fn a_flush_in_progress_keeps_no_compacted_table_on_disk() {
     let mem = MemFs::new();
@@ -60,7 +49,7 @@ fn a_flush_in_progress_keeps_no_compacted_table_on_disk() {
         }
         db.flush().unwrap();
     }
-    let before = tables(&mem, dir);
+    let before = common::mem_tables(&mem, dir);
     assert_eq!(before.len(), 3, "{before:?}");
     // A scan holds the tables across the compaction; it lets go before `compact` returns.
     let mut scan = db.iter();
@@ -95,7 +84,7 @@ fn a_flush_in_progress_keeps_no_compacted_table_on_disk() {
         .recv_timeout(Duration::from_secs(20))
         .expect("compact returned while the flush is held");
     assert!(compacted.is_ok(), "{compacted:?}");
-    let after = tables(&mem, dir);
+    let after = common::mem_tables(&mem, dir);
     for name in &before {
         assert!(
             !after.contains(name),

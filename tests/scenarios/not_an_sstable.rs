@@ -172,13 +172,7 @@ fn a_non_table_in_a_database_fails_only_the_reads_that_need_it() {
     db.flush().unwrap();
     drop(db);
     // Replace the first table with random bytes.
-    let mut tables: Vec<String> = fs
-        .list(Path::new("/db"))
-        .unwrap()
-        .into_iter()
-        .filter(|n| n.ends_with(".sst"))
-        .collect();
-    tables.sort();
+    let tables = common::mem_tables(&fs, Path::new("/db"));
     fs.write_file(&Path::new("/db").join(&tables[0]), &[7u8; 4096])
         .unwrap();
     let db = Db::open_with("/db", opts()).unwrap();

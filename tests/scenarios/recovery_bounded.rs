@@ -127,14 +127,7 @@ fn unflushed_database() -> (MemFs, Contents) {
 }
 
 fn tables_in(fs: &MemFs) -> Vec<String> {
-    let mut t: Vec<String> = fs
-        .list(Path::new("/db"))
-        .unwrap()
-        .into_iter()
-        .filter(|n| n.ends_with(".sst"))
-        .collect();
-    t.sort();
-    t
+    common::mem_tables(fs, Path::new("/db"))
 }
 
 /// An open that fails after replay wrote its tables, writing its new manifest (a full disk,
