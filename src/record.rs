@@ -139,6 +139,11 @@ impl RecordWriter {
         self.file.takes_pieces()
     }
 
+    /// [`WritableFile::appends_in_memory`] for a record of `payload` bytes.
+    pub(crate) fn appends_in_memory(&self, payload: usize) -> bool {
+        self.file.appends_in_memory(HEADER_LEN + payload)
+    }
+
     /// Appends a record from its [`header`] and its payload in pieces, the header stored
     /// last (see [`WritableFile::append_framed_parts`]).
     pub(crate) fn append_framed_parts(

@@ -333,6 +333,13 @@ impl WalWriter {
         self.log.expect_appends();
     }
 
+    /// True if a record of `ops_len` bytes of encoded ops would be appended with a copy into
+    /// memory already in place ([`WritableFile::appends_in_memory`]), and this WAL has not
+    /// failed.
+    pub(crate) fn appends_in_memory(&self, ops_len: usize) -> bool {
+        self.failed.is_none() && self.log.appends_in_memory(PAYLOAD_HEADER_LEN + ops_len)
+    }
+
     /// Appends one record holding `count` ops (already encoded, in `parts`) starting at
     /// `first_seq`, with a single write: when this returns, the record is in the OS.
     pub(crate) fn append<'a>(

@@ -645,6 +645,15 @@ impl WritableFile for MappedLog {
         !self.unmappable
     }
 
+    /// True if the current window holds `n` more bytes and reaching its middle asks the
+    /// helper for nothing new (a request may start a helper thread).
+    fn appends_in_memory(&self, n: usize) -> bool {
+        let end = self.len.saturating_add(n as u64);
+        !self.unmappable
+            && matches!(&self.map, Some((m, start)) if start + m.len() as u64 >= end)
+            && self.ahead_at.is_none_or(|(at, _)| end < at)
+    }
+
     fn sync(&mut self) -> io::Result<()> {
         self.synced_in_window = true;
         if self.allocated == self.synced_size {
@@ -1028,5 +1037,36 @@ mod tests {
         let mut w = MappedLog::new(ro);
         assert!(w.append(b"x").is_err());
         assert_eq!(w.len(), 0);
+    }
+
+    /// An append is "in memory" only while the mapped window has room for it and it does not
+    /// reach the mark that asks the helper for the second window.
+    #[test]
+    fn an_append_is_in_memory_only_inside_the_mapped_window() {
+        let (dir, _p, mut w) = fresh("log");
+        // No window mapped yet.
+        assert!(!w.appends_in_memory(10));
+        w.append_framed(&[1u8; 100], 16).unwrap();
+        assert!(w.appends_in_memory(10));
+        assert!(w.appends_in_memory(WINDOW as usize - 100));
+        assert!(!w.appends_in_memory(WINDOW as usize - 99));
+        w.finish().unwrap();
+        // A log expecting appends: not past the half of its first window (that append asks
+        // the helper for the second window).
+        let q = dir.path().join("expecting");
+        let mut w = MappedLog::new(create_file(&q).unwrap());
+        w.expect_appends();
+        w.append_framed(&[2u8; 100], 16).unwrap();
+        let half = WINDOW as usize / 2;
+        assert!(w.appends_in_memory(half - 101));
+        assert!(!w.appends_in_memory(half - 100));
+        w.finish().unwrap();
+        // A log written with write(2) never is.
+        let r = dir.path().join("refused");
+        let mut w = MappedLog::new(create_file(&r).unwrap());
+        w.refuse_maps = true;
+        w.append(b"x").unwrap();
+        assert!(!w.appends_in_memory(1));
+        w.finish().unwrap();
     }
 }

@@ -104,6 +104,17 @@ pub trait WritableFile: Send + fmt::Debug {
     fn takes_pieces(&self) -> bool {
         false
     }
+    /// True if appending `n` more bytes now would only copy them into memory that is already
+    /// in place: no system call, no file space to allocate, nothing that can wait for the
+    /// device or another thread (a memory-mapped log whose current window has room). The
+    /// write path then commits a lone writer's record without giving up its state lock in
+    /// between (see `docs/architecture.md`, the write path). A wrong `true` never loses a
+    /// write, but may hold the database's other threads while the append waits. Default:
+    /// false.
+    fn appends_in_memory(&self, n: usize) -> bool {
+        let _ = n;
+        false
+    }
     /// A hint that appends are coming soon (the write path gives it a WAL started by a
     /// memtable rotation, between creating the file and syncing the previous WAL): an
     /// implementation that allocates space ahead of the writer may start on the first of it
