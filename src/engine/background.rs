@@ -164,13 +164,21 @@ impl Core {
         loop {
             let (imm, active, next_wal) = {
                 let mut st = self.state.lock();
-                while !st.life.shutting_down && st.tree.imms.is_empty() {
+                while !st.life.shutting_down
+                    && st.tree.imms.is_empty()
+                    && !st.tree.mem.wants_growth()
+                {
                     self.bg_cv.wait(&mut st);
                 }
                 if st.life.shutting_down {
                     return;
                 }
                 let Some(imm) = st.tree.imms.front().cloned() else {
+                    // Nothing to flush, and the memtable being written ran out of chunks
+                    // made ahead: it grows ahead of itself here, not on the writer's thread.
+                    let mem = st.tree.mem.clone();
+                    drop(st);
+                    mem.grow_itself(self.opts.memtable_size);
                     continue;
                 };
                 let next_wal = st.tree.imms.get(1).unwrap_or(&st.tree.mem).wal_number();

@@ -629,6 +629,11 @@ impl Core {
             st.writes.sync_writers = group.len() + st.writes.queue.len();
         }
         let result = result.map(|_| ());
+        // Its writer ran out of chunks made ahead: the flush thread makes more (told under
+        // the state lock, so that it cannot miss it between its check and its wait).
+        if st.tree.mem.take_growth_request() {
+            self.bg_cv.notify_all();
+        }
         // On failure the WAL may hold part of the record: never acknowledge, never reuse its
         // sequence numbers.
         st.writes.last_seq = last_seq;
@@ -1285,14 +1290,37 @@ mod tests {
     fn lone_writes_keep_the_state_lock_until_another_writer_shows() {
         let dir = tempfile::tempdir().unwrap();
         let db = Db::open(dir.path()).unwrap();
-        for i in 0..100u32 {
-            db.insert(i.to_be_bytes(), "v").unwrap();
-        }
-        let first = held(&db);
-        // The first write maps the WAL's first window (not in memory yet): not held.
-        assert!((95..100).contains(&first), "{first}");
-        // Another writer finds the state lock taken while this thread holds it.
         let core = Arc::clone(db.core());
+        // The first write maps the WAL's first window (not in memory yet) and asks the flush
+        // thread to make chunks, which takes the state lock: once it is done, nothing else
+        // takes it.
+        db.insert("first", "v").unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while core.state.lock().tree.mem.wants_growth() {
+            assert!(
+                Instant::now() < deadline,
+                "the flush thread did not grow the memtable"
+            );
+            thread::sleep(Duration::from_millis(1));
+        }
+        // (A background thread that takes the state lock meanwhile counts as another writer:
+        // a few tries.)
+        let all_held = (0..5).any(|_| {
+            thread::sleep(Duration::from_millis(20));
+            {
+                let mut st = core.state.lock();
+                st.writes.hold_cooldown = 0;
+                core.write_contended.store(false, Ordering::Relaxed);
+            }
+            let before = held(&db);
+            for i in 0..100u32 {
+                db.insert(i.to_be_bytes(), "v").unwrap();
+            }
+            held(&db) - before == 100
+        });
+        assert!(all_held);
+        let first = held(&db);
+        // Another writer finds the state lock taken while this thread holds it.
         let st = core.state.lock();
         let other = {
             let db = db.clone();
@@ -1394,6 +1422,45 @@ mod tests {
             db.insert(i.to_be_bytes(), "v").unwrap();
         }
         assert_eq!(held(&db), 0);
+        db.close().unwrap();
+    }
+
+    /// The first memtable after an open has no chunks made ahead: once its writer takes a new
+    /// chunk, the flush thread, told by the write path, makes more.
+    #[test]
+    fn the_flush_thread_grows_a_memtable_whose_writer_ran_out_of_chunks() {
+        let opts = Options::default().file_system(Arc::new(MemFs::new()) as Arc<dyn FileSystem>);
+        let db = Db::open_with("/db", opts).unwrap();
+        let core = Arc::clone(db.core());
+        // The flush thread waits for work by now.
+        thread::sleep(Duration::from_millis(100));
+        let value = [5u8; 100];
+        let mut i = 0u32;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            db.insert(i.to_be_bytes(), value).unwrap();
+            i += 1;
+            let st = core.state.lock();
+            if st.tree.mem.spare_bytes() > 0 {
+                // Made for this first memtable, not by a flush's `grow_ahead` for the next.
+                assert_eq!(st.tree.sealed, 0);
+                break;
+            }
+            drop(st);
+            assert!(
+                Instant::now() < deadline,
+                "no chunks made ahead after {i} writes"
+            );
+            if i.is_multiple_of(1000) {
+                thread::sleep(Duration::from_millis(1));
+            }
+        }
+        for k in 0..i {
+            assert_eq!(
+                db.get(k.to_be_bytes()).unwrap().as_deref(),
+                Some(&value[..])
+            );
+        }
         db.close().unwrap();
     }
 }

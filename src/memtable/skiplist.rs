@@ -433,10 +433,21 @@ impl SkipList {
     /// and an insert that needs an array being created here waits for it. Arrays this list
     /// never reaches stay allocated until it is dropped.
     pub(crate) fn grow_like(&self, like: &SkipList, max_entries: usize) {
+        self.grow_scaled(like, 1, max_entries);
+    }
+
+    /// [`grow_like`](Self::grow_like) for `times` as many inserts as `like`'s (a list grown
+    /// ahead of itself: `like` is this list, `times` 2).
+    pub(crate) fn grow_scaled(&self, like: &SkipList, times: u32, max_entries: usize) {
         // Both as of some insert, perhaps apart by the inserts between the two loads (a
         // size to grow to, not an invariant).
-        let nodes = u32::try_from(like.len()).unwrap_or(u32::MAX);
-        let towers = like.towers_used.load(AtomicOrdering::Relaxed);
+        let nodes = u32::try_from(like.len())
+            .unwrap_or(u32::MAX)
+            .saturating_mul(times);
+        let towers = like
+            .towers_used
+            .load(AtomicOrdering::Relaxed)
+            .saturating_mul(times);
         let cap = max_entries.min(NEARLY_FULL);
         let cap = u32::try_from(cap).unwrap_or(u32::MAX);
         let grown = nodes.min(cap);
