@@ -11,7 +11,9 @@
 //! the writeback of the pages finished so far (`sync_file_range`, without waiting), so that
 //! the fsync that seals the log finds about one window left to write; and at each window
 //! switch it first faults in the writer's new window for writing (`MADV_POPULATE_WRITE`), so
-//! that the writer's stores take no page fault (see `MappedLog::populate_ahead`). The
+//! that the writer's stores take no page fault (see `MappedLog::populate_ahead`). Before the
+//! writer wakes it, it keeps the helper off the writer's CPU when there is another
+//! ([`super::placement`]), so that the helper's job does not run in the writer's place. The
 //! writer maps only bytes whose allocation has finished. Each window is mapped `MAP_SHARED`:
 //! a copied byte is in the page cache at once, so it survives a process crash exactly as a
 //! returned `write(2)` does. `fdatasync` writes the pages dirtied through the map like any
@@ -36,6 +38,7 @@
 //! or cuts a live WAL (a writer holds the database's directory lock; a read-only open only
 //! reads), and the map covers only bytes that this writer allocated and only it writes.
 
+use super::placement::{this_thread_id, Placement};
 use super::writeback::start_writeback;
 use super::{WritableFile, PAGE};
 use memmap2::{MmapMut, MmapOptions};
@@ -44,8 +47,9 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::{fence, AtomicI32, Ordering};
 use std::sync::mpsc;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 /// Bytes the file is extended and mapped by at a time (a record larger than this gets a window
@@ -132,6 +136,11 @@ struct Ahead {
     helper: Option<JoinHandle<()>>,
     /// A job was sent and its answer not taken yet.
     pending: bool,
+    /// The helper's thread id, once it runs (0 before).
+    tid: Arc<AtomicI32>,
+    /// Where the helper may run: kept off the writer's CPU (see [`super::placement`]);
+    /// `None` with one CPU.
+    placement: Option<Placement>,
 }
 
 impl Ahead {
@@ -139,9 +148,12 @@ impl Ahead {
         let file = file.try_clone()?;
         let (jobs, todo) = mpsc::channel::<Job>();
         let (done, answers) = mpsc::channel();
+        let tid = Arc::new(AtomicI32::new(0));
+        let helper_tid = Arc::clone(&tid);
         let helper = std::thread::Builder::new()
             .name("siltdb-wal-ahead".into())
             .spawn(move || {
+                helper_tid.store(this_thread_id(), Ordering::Relaxed);
                 for job in todo {
                     let Job {
                         offset,
@@ -170,11 +182,18 @@ impl Ahead {
             answers,
             helper: Some(helper),
             pending: false,
+            tid,
+            placement: Placement::of_this_thread(),
         })
     }
 
-    /// Asks for `job`; false if the helper is gone.
+    /// Asks for `job`; false if the helper is gone. The helper is kept off the CPU of the
+    /// calling writer first (see [`super::placement`]).
     fn request(&mut self, job: Job) -> bool {
+        let tid = self.tid.load(Ordering::Relaxed);
+        if let (Some(p), true) = (self.placement.as_mut(), tid > 0) {
+            p.keep_off_this_cpu(tid);
+        }
         let sent = self.jobs.as_ref().is_some_and(|j| j.send(job).is_ok());
         self.pending = sent;
         sent
@@ -1068,5 +1087,36 @@ mod tests {
         w.append(b"x").unwrap();
         assert!(!w.appends_in_memory(1));
         w.finish().unwrap();
+    }
+
+    /// Once the helper runs, each window it is asked for keeps it off the writer's CPU (with
+    /// two CPUs or more).
+    #[test]
+    fn the_helper_is_kept_off_the_writers_cpu() {
+        let (_dir, p, mut w) = fresh("log");
+        let rec = vec![6u8; 4000];
+        let mut want = Vec::new();
+        for windows in [2, 5] {
+            while want.len() < windows * WINDOW as usize {
+                w.append_framed(&rec, 16).unwrap();
+                want.extend_from_slice(&rec);
+            }
+            // The helper started at the second window: wait until it runs.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while w.ahead.as_ref().unwrap().tid.load(Ordering::Relaxed) == 0 {
+                assert!(std::time::Instant::now() < deadline);
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+        let ahead = w.ahead.as_ref().unwrap();
+        if let Some(place) = &ahead.placement {
+            let tid = ahead.tid.load(Ordering::Relaxed);
+            assert!(tid > 0);
+            let off = place.kept_off().expect("kept off a CPU");
+            let cpus = super::super::placement::cpus_of(tid).unwrap();
+            assert!(!cpus.contains(&off) && !cpus.is_empty(), "{cpus:?} {off}");
+        }
+        w.finish().unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), want);
     }
 }

@@ -11,6 +11,8 @@ mod mapped;
 mod mem;
 mod os;
 #[cfg(target_os = "linux")]
+mod placement;
+#[cfg(target_os = "linux")]
 mod writeback;
 
 pub use mem::{CrashHook, CrashImageOptions, CrashPoint, FaultPlan, MemFs, OpKind, UnsyncedData};
