@@ -154,6 +154,15 @@ impl Ahead {
             .name("siltdb-wal-ahead".into())
             .spawn(move || {
                 helper_tid.store(this_thread_id(), Ordering::Relaxed);
+                // Its id goes back to 0 when the thread ends, however it ends (the kernel may
+                // give the id to another thread then).
+                struct Forget(Arc<AtomicI32>);
+                impl Drop for Forget {
+                    fn drop(&mut self) {
+                        self.0.store(0, Ordering::Relaxed);
+                    }
+                }
+                let _forget = Forget(Arc::clone(&helper_tid));
                 for job in todo {
                     let Job {
                         offset,

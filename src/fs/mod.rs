@@ -7,7 +7,7 @@
 //! fail a chosen operation, which is how the durability tests pull the plug.
 
 #[cfg(target_os = "linux")]
-mod mapped;
+pub(crate) mod mapped;
 mod mem;
 mod os;
 #[cfg(target_os = "linux")]

@@ -15,10 +15,8 @@
 #[derive(Debug)]
 pub(super) struct Placement {
     /// The CPUs the creating thread could run on when the helper started (the helper's own,
-    /// inherited).
+    /// inherited): two or more.
     allowed: libc::cpu_set_t,
-    /// How many there are.
-    count: i32,
     /// The CPU the helper was last kept off, if any.
     kept_off: Option<usize>,
 }
@@ -39,7 +37,6 @@ impl Placement {
         let count = unsafe { libc::CPU_COUNT(&allowed) };
         (rc == 0 && count >= 2).then_some(Placement {
             allowed,
-            count,
             kept_off: None,
         })
     }
@@ -52,7 +49,7 @@ impl Placement {
         // SAFETY: a plain query of the calling thread's CPU.
         #[allow(unsafe_code)]
         let cpu = usize::try_from(unsafe { libc::sched_getcpu() }).ok()?;
-        if self.kept_off == Some(cpu) || cpu >= libc::CPU_SETSIZE as usize || self.count < 2 {
+        if self.kept_off == Some(cpu) || cpu >= libc::CPU_SETSIZE as usize {
             return None;
         }
         let mut set = self.allowed;
@@ -80,13 +77,13 @@ impl Placement {
     }
 }
 
-/// The calling thread's id (for [`Placement::keep_off_this_cpu`] from another thread).
+/// The calling thread's id (for [`Placement::keep_off_this_cpu`] from another thread); the
+/// system call, which glibc wraps only from 2.30 on.
 pub(super) fn this_thread_id() -> libc::pid_t {
     // SAFETY: a plain query with no arguments.
     #[allow(unsafe_code)]
-    unsafe {
-        libc::gettid()
-    }
+    let id = unsafe { libc::syscall(libc::SYS_gettid) };
+    libc::pid_t::try_from(id).unwrap_or(0)
 }
 
 /// The CPUs thread `tid` may run on, if they can be read (tests).

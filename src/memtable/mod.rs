@@ -98,6 +98,11 @@ pub(crate) struct Memtable {
     /// [`GROWTH_ASKED`] once the write path told the flush thread, which then grows the
     /// memtable ahead of itself ([`Memtable::grow_itself`]) and sets it back to 0.
     growth: AtomicU8,
+    /// Set while [`grow_ahead`](Memtable::grow_ahead) or [`grow_itself`](Memtable::grow_itself)
+    /// runs: an insert that reaches an index array being made waits for it, so a writer
+    /// holding the state lock must not count on inserting without waiting
+    /// ([`is_growing`](Memtable::is_growing)).
+    growing: AtomicBool,
     /// The writer of the test-only [`insert`](Memtable::insert) and [`hold`](Memtable::hold).
     #[cfg(test)]
     test_writer: Mutex<Option<MemWriter>>,
@@ -337,6 +342,7 @@ impl Memtable {
             spare_chunks: Mutex::new(Vec::new()),
             grown: AtomicBool::new(false),
             growth: AtomicU8::new(0),
+            growing: AtomicBool::new(false),
             sealed: AtomicBool::new(false),
             #[cfg(test)]
             test_writer: Mutex::new(None),
@@ -402,12 +408,17 @@ impl Memtable {
         if self.grown.swap(true, Ordering::AcqRel) || self.sealed.load(Ordering::Relaxed) {
             return;
         }
+        self.growing.store(true, Ordering::Relaxed);
         // Every entry counts at least its trailer and overhead towards `memtable_size`.
         let max_entries = memtable_size / (key::TRAILER_LEN + ENTRY_OVERHEAD) + 1;
         self.map.grow_like(&like.map, max_entries);
         let chunks =
             (like.held.load(Ordering::Relaxed) / ARENA_CHUNK).min(memtable_size / ARENA_CHUNK + 1);
         self.add_spare_chunks(chunks);
+        // A request its writer made before this ran (its first write takes a chunk) is
+        // answered: it grows ahead of itself only once it runs out of these.
+        self.growth.store(0, Ordering::Relaxed);
+        self.growing.store(false, Ordering::Relaxed);
     }
 
     /// Makes `n` chunks, each written once so that its pages are there, and keeps them for
@@ -415,6 +426,9 @@ impl Memtable {
     fn add_spare_chunks(&self, n: usize) {
         let mut made = Vec::with_capacity(n);
         for _ in 0..n {
+            if self.sealed.load(Ordering::Relaxed) {
+                return;
+            }
             let mut chunk = BytesMut::with_capacity(ARENA_CHUNK);
             chunk.resize(ARENA_CHUNK, 0);
             chunk.clear();
@@ -431,6 +445,18 @@ impl Memtable {
         self.growth.load(Ordering::Relaxed) != 0
     }
 
+    /// True while the flush thread makes index arrays or chunks for this memtable (see
+    /// `growing`).
+    pub(crate) fn is_growing(&self) -> bool {
+        self.growing.load(Ordering::Relaxed)
+    }
+
+    /// Sets what [`is_growing`](Self::is_growing) says (tests).
+    #[cfg(test)]
+    pub(crate) fn set_growing(&self, growing: bool) {
+        self.growing.store(growing, Ordering::Relaxed);
+    }
+
     /// True the first time it is asked after the writer ran out of chunks made ahead: the
     /// write path then wakes the flush thread (once, not after every write until it runs).
     pub(crate) fn take_growth_request(&self) -> bool {
@@ -444,22 +470,40 @@ impl Memtable {
     /// Grows this memtable ahead of itself, off the write path, when its writer ran out of
     /// chunks made ahead ([`wants_growth`](Self::wants_growth)): index arrays for twice the
     /// entries it holds and as many new chunks as it has filled, each written once so that its
-    /// pages are there, at most what a memtable sealed at `memtable_size` holds in all. The
-    /// flush thread calls it when it has nothing to flush. A memtable with no model to grow
-    /// like ([`grow_ahead`](Self::grow_ahead): the first after an open, or one after a
-    /// memtable sealed early) thus doubles ahead of its writer, as a vector does, instead of
-    /// faulting in every page of its chunks and arrays on the writer's thread (~7,000 page
-    /// faults in the first 16 MiB memtable of a sequential load). Memory: at most twice what
-    /// the memtable holds; chunks unused when it is sealed go back then. Clears the request.
+    /// pages are there, but never beyond what it will hold when full, projected from what it
+    /// holds now (its entries and chunk bytes scaled by `memtable_size` over the bytes it
+    /// counts towards it). The flush thread calls it when it has nothing to flush. A memtable
+    /// with no model to grow like ([`grow_ahead`](Self::grow_ahead): the first after an open,
+    /// or one after a memtable sealed early) thus doubles ahead of its writer, as a vector
+    /// does, instead of faulting in every page of its chunks and arrays on the writer's thread
+    /// (~4,000 of the ~13,000 page faults of a sequential load's writer in 1M inserts).
+    /// Memory: at most what the full memtable would hold (the arrays, which double, up to
+    /// twice its slots); chunks unused when it is sealed go back then. Clears the request.
     pub(crate) fn grow_itself(&self, memtable_size: usize) {
+        self.growing.store(true, Ordering::Relaxed);
+        self.grow_itself_now(memtable_size);
         self.growth.store(0, Ordering::Relaxed);
-        if self.sealed.load(Ordering::Relaxed) {
+        self.growing.store(false, Ordering::Relaxed);
+    }
+
+    fn grow_itself_now(&self, memtable_size: usize) {
+        let counted = self.approx_bytes();
+        if self.sealed.load(Ordering::Relaxed) || counted == 0 {
             return;
         }
-        let max_entries = memtable_size / (key::TRAILER_LEN + ENTRY_OVERHEAD) + 1;
+        // The share of `memtable_size` filled so far: what the full memtable will hold is
+        // this memtable's figures scaled by `memtable_size / counted`.
+        let scale = |x: usize| -> usize {
+            let full = (x as u128 * memtable_size as u128).div_ceil(counted as u128);
+            usize::try_from(full).unwrap_or(usize::MAX)
+        };
+        let entries = self.map.len();
+        let max_entries = (memtable_size / (key::TRAILER_LEN + ENTRY_OVERHEAD) + 1)
+            .min(scale(entries).max(entries));
         self.map.grow_scaled(&self.map, 2, max_entries);
-        let max_chunks = memtable_size / ARENA_CHUNK + 1;
-        let used = self.held.load(Ordering::Relaxed) / ARENA_CHUNK + 1;
+        let held = self.held.load(Ordering::Relaxed);
+        let max_chunks = (memtable_size / ARENA_CHUNK + 1).min(scale(held) / ARENA_CHUNK + 1);
+        let used = held / ARENA_CHUNK + 1;
         let spare = self.spare_chunks.lock().len();
         self.add_spare_chunks(used.min(max_chunks.saturating_sub(used + spare)));
     }
@@ -860,8 +904,8 @@ mod tests {
 
     /// A memtable with no chunks made ahead asks to grow once its writer takes a new chunk;
     /// the write path is told once; growing makes as many chunks as it filled (whole pages
-    /// written) and index arrays for twice its entries, no more than `memtable_size` holds,
-    /// and nothing once it is sealed.
+    /// written) and index arrays for twice its entries, no more than it will hold when full
+    /// (projected from what it counts towards `memtable_size`), and nothing once sealed.
     #[test]
     fn a_memtable_that_ran_out_of_chunks_grows_ahead_of_itself() {
         let m = Memtable::new(1);
@@ -902,10 +946,39 @@ mod tests {
                 .unwrap();
             j += 1;
         }
-        small.grow_itself(5 * ARENA_CHUNK);
-        assert_eq!(small.spare_bytes(), 2 * ARENA_CHUNK);
-        small.grow_itself(5 * ARENA_CHUNK);
-        assert_eq!(small.spare_bytes(), 2 * ARENA_CHUNK);
+        // Sealed at twice what it counts now: it will hold about twice its chunk bytes.
+        let size = 2 * small.approx_bytes();
+        let full_held = 2 * small.held.load(Ordering::Relaxed);
+        let used = small.held.load(Ordering::Relaxed) / ARENA_CHUNK + 1;
+        small.grow_itself(size);
+        let spare = small.spare_bytes();
+        assert!(spare > 0);
+        assert!(
+            used * ARENA_CHUNK + spare <= full_held + ARENA_CHUNK,
+            "{spare}"
+        );
+        // Nothing more until the writer uses them.
+        small.grow_itself(size);
+        assert_eq!(small.spare_bytes(), spare);
+        // One that counts as full already gets none.
+        let full = Memtable::new(4);
+        let mut k = 0u64;
+        while full.held.load(Ordering::Relaxed) < 3 * ARENA_CHUNK {
+            let key = Bytes::from(k.to_be_bytes().to_vec());
+            full.insert(key, k + 1, ValueKind::Put, full.hold(value.clone()))
+                .unwrap();
+            k += 1;
+        }
+        full.grow_itself(full.approx_bytes());
+        assert_eq!(full.spare_bytes(), 0);
+        // A memtable grown ahead like a full one (after a rotation) forgets the request its
+        // first write made before that ran: it grows itself only once it runs out again.
+        let next = Memtable::new(5);
+        next.hold(value.clone());
+        assert!(next.wants_growth());
+        next.grow_ahead(&m, usize::MAX);
+        assert!(!next.wants_growth() && !next.is_growing());
+        assert!(next.spare_bytes() > 0);
         // Sealed: nothing.
         let sealed = Memtable::new(3);
         sealed.hold(value.clone());
