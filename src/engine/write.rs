@@ -1301,6 +1301,15 @@ mod tests {
         Some((dir, db))
     }
 
+    /// [`mapped_db`] holding `a` -> `1`, where a lone write was just seen to keep the state
+    /// lock: the case the tests that use it are about.
+    fn held_db() -> Option<(tempfile::TempDir, Db)> {
+        let (dir, db) = mapped_db()?;
+        db.insert("a", "1").unwrap();
+        assert!(a_lone_write_is_held(&db, "control"));
+        Some((dir, db))
+    }
+
     /// Ends any cooldown: the next lone write may keep the state lock.
     fn end_cooldown(db: &Db) {
         let core = db.core();
@@ -1388,12 +1397,9 @@ mod tests {
     /// state lock for a while.
     #[test]
     fn a_write_queued_behind_a_leader_makes_lone_leaders_give_the_lock_up() {
-        let Some((_dir, db)) = mapped_db() else {
+        let Some((_dir, db)) = held_db() else {
             return;
         };
-        db.insert("a", "1").unwrap();
-        // A lone write here keeps the lock: the case this test is about.
-        assert!(a_lone_write_is_held(&db, "control"));
         let core = Arc::clone(db.core());
         // As if another writer led: this thread's write queues.
         core.state.lock().writes.leader_active = true;
@@ -1428,12 +1434,9 @@ mod tests {
     /// fsync) waits for it with the state lock released, as a group's leader does.
     #[test]
     fn a_lone_writer_waits_for_the_wal_lock_without_the_state_lock() {
-        let Some((_dir, db)) = mapped_db() else {
+        let Some((_dir, db)) = held_db() else {
             return;
         };
-        db.insert("a", "1").unwrap();
-        // A lone write here keeps the lock when it can: the case this test is about.
-        assert!(a_lone_write_is_held(&db, "control"));
         end_cooldown(&db);
         let core = Arc::clone(db.core());
         let wal = core.wal.lock();
@@ -1514,11 +1517,9 @@ mod tests {
     /// wait for it), a lone write gives the state lock up.
     #[test]
     fn a_lone_write_gives_the_lock_up_while_the_memtable_grows() {
-        let Some((_dir, db)) = mapped_db() else {
+        let Some((_dir, db)) = held_db() else {
             return;
         };
-        db.insert("a", "1").unwrap();
-        assert!(a_lone_write_is_held(&db, "control"));
         let core = Arc::clone(db.core());
         let mem = core.state.lock().tree.mem.clone();
         mem.set_growing(true);

@@ -902,23 +902,31 @@ mod tests {
         assert_eq!(next.memory_bytes(), grown);
     }
 
+    /// Inserts keys `*next..` with 100-byte values into `m` until it holds `chunks` chunks'
+    /// worth of encodings (or, with `chunks` 0, `writes` more entries); `*next` moves on.
+    fn fill(m: &Memtable, next: &mut u64, chunks: usize, writes: usize) {
+        let value = vec![7u8; 100];
+        let until = *next + writes as u64;
+        while m.held.load(Ordering::Relaxed) < chunks * ARENA_CHUNK || *next < until {
+            let key = Bytes::from(next.to_be_bytes().to_vec());
+            m.insert(key, *next + 1, ValueKind::Put, m.hold(value.clone()))
+                .unwrap();
+            *next += 1;
+        }
+    }
+
     /// A memtable with no chunks made ahead asks to grow once its writer takes a new chunk;
     /// the write path is told once; growing makes as many chunks as it filled (whole pages
     /// written) and index arrays for twice its entries, no more than it will hold when full
     /// (projected from what it counts towards `memtable_size`), and nothing once sealed.
     #[test]
     fn a_memtable_that_ran_out_of_chunks_grows_ahead_of_itself() {
+        let value = vec![7u8; 100];
         let m = Memtable::new(1);
         assert!(!m.wants_growth());
-        let value = vec![7u8; 100];
         let mut i = 0u64;
         // Three chunks' worth of ~110-byte encodings.
-        while m.held.load(Ordering::Relaxed) < 3 * ARENA_CHUNK {
-            let key = Bytes::from(i.to_be_bytes().to_vec());
-            m.insert(key, i + 1, ValueKind::Put, m.hold(value.clone()))
-                .unwrap();
-            i += 1;
-        }
+        fill(&m, &mut i, 3, 0);
         assert!(m.wants_growth());
         assert!(m.take_growth_request());
         assert!(!m.take_growth_request(), "told once");
@@ -929,23 +937,11 @@ mod tests {
         assert_eq!(m.spare_bytes(), 4 * ARENA_CHUNK);
         assert!(m.map.allocated_bytes() > arrays);
         // The next writes take the spares: no new request until they are gone.
-        for _ in 0..100 {
-            let key = Bytes::from(i.to_be_bytes().to_vec());
-            m.insert(key, i + 1, ValueKind::Put, m.hold(value.clone()))
-                .unwrap();
-            i += 1;
-        }
+        fill(&m, &mut i, 0, 100);
         assert!(!m.wants_growth());
         // At most what a memtable sealed at `memtable_size` holds, spares included.
         let small = Memtable::new(2);
-        let mut j = 0u64;
-        while small.held.load(Ordering::Relaxed) < 3 * ARENA_CHUNK {
-            let key = Bytes::from(j.to_be_bytes().to_vec());
-            small
-                .insert(key, j + 1, ValueKind::Put, small.hold(value.clone()))
-                .unwrap();
-            j += 1;
-        }
+        fill(&small, &mut 0, 3, 0);
         // Sealed at twice what it counts now: it will hold about twice its chunk bytes.
         let size = 2 * small.approx_bytes();
         let full_held = 2 * small.held.load(Ordering::Relaxed);
@@ -962,13 +958,7 @@ mod tests {
         assert_eq!(small.spare_bytes(), spare);
         // One that counts as full already gets none.
         let full = Memtable::new(4);
-        let mut k = 0u64;
-        while full.held.load(Ordering::Relaxed) < 3 * ARENA_CHUNK {
-            let key = Bytes::from(k.to_be_bytes().to_vec());
-            full.insert(key, k + 1, ValueKind::Put, full.hold(value.clone()))
-                .unwrap();
-            k += 1;
-        }
+        fill(&full, &mut 0, 3, 0);
         full.grow_itself(full.approx_bytes());
         assert_eq!(full.spare_bytes(), 0);
         // A memtable grown ahead like a full one (after a rotation) forgets the request its
