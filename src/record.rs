@@ -396,8 +396,9 @@ impl RecordReader {
     /// zero (or, where a page boundary falls inside the word, zero on one side of it and the
     /// checksum's own bytes on the other): what writeback leaves of a record written through
     /// a map when it writes the record's page after the writer stored the header's first 12
-    /// bytes and before it stored that word (the writer stores the payload, then those 12 bytes, then the word), and the
-    /// page's newer version is then lost to a power loss while a later page reached the disk.
+    /// bytes and before it stored that word (the writer stores the payload, then those 12
+    /// bytes, then the word), and the page's newer version is then lost to a power loss while
+    /// a later page reached the disk.
     /// The 12 bytes must be a header's (kind, zeros, a length that fits) and the payload must
     /// match their checksum; and no single flipped bit of the word may make the record whole
     /// instead (a word of one set bit flipped to zero is damage, as before).

@@ -254,14 +254,7 @@ fn every_odd_operation_fails_once() {
 
 /// The WAL files in `dir`, oldest first.
 fn wals(fs: &MemFs, dir: &Path) -> Vec<String> {
-    let mut wals: Vec<String> = fs
-        .list(dir)
-        .unwrap()
-        .into_iter()
-        .filter(|n| n.ends_with(".wal"))
-        .collect();
-    wals.sort();
-    wals
+    common::mem_files(fs, dir, ".wal")
 }
 
 /// Makes the next write to the file named `name` fail (once).

@@ -101,9 +101,6 @@ pub(crate) struct Core {
     done_cv: Condvar,
     /// The WAL being written and the memtable beside it (`None` read-only and once closed).
     wal: Mutex<Option<LiveLog>>,
-    /// A writer found the state lock taken: the next lone leaders give it up while they
-    /// commit (see `write::WriteQueue::may_hold`).
-    write_contended: std::sync::atomic::AtomicBool,
     versions: Mutex<VersionSet>,
     file_numbers: Arc<AtomicU64>,
     counters: Arc<Counters>,
@@ -183,7 +180,6 @@ impl Core {
             bg_cv: Condvar::new(),
             done_cv: Condvar::new(),
             wal: Mutex::new(live),
-            write_contended: std::sync::atomic::AtomicBool::new(false),
             file_numbers: r.versions.file_numbers(),
             env: r.versions.table_env().clone(),
             versions: Mutex::new(r.versions),

@@ -32,7 +32,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -332,18 +332,13 @@ impl WriteQueue {
     /// Whether the leader of a lone unsynced write (led at once, with an empty queue) may
     /// commit it without giving up the state lock: saving the unlock and the re-lock around
     /// the commit (two of a lone write's six locked instructions; fillseq 1M 1.014x keys/s,
-    /// fillrandom 1.029x, docs/benchmarks.md section 8, session 29). Another writer would then wait on the lock
-    /// instead of queueing for the next group, which costs concurrent unsynced writers their
-    /// groups (8 threads on 2 vCPUs: ~0.8M against ~0.9M writes/s when every lone write held
-    /// it). So a sign of another writer (`contended`, set by a writer that found the state
-    /// lock taken, or a write queued behind a leader) stops it for the next
-    /// [`HOLD_COOLDOWN`] lone writes. (The flag is a hint, read and cleared without a locked
-    /// instruction: a sign lost in a race shows again.)
-    fn may_hold(&mut self, contended: &AtomicBool) -> bool {
-        if contended.load(Ordering::Relaxed) {
-            contended.store(false, Ordering::Relaxed);
-            self.hold_cooldown = HOLD_COOLDOWN;
-        }
+    /// fillrandom 1.029x, docs/benchmarks.md section 8, session 29). Another writer would
+    /// then wait on the lock instead of queueing for the next group, which costs concurrent
+    /// unsynced writers their groups (8 threads on 2 vCPUs: ~0.8M against ~0.9M writes/s when
+    /// every lone write held it). So a sign of another writer (one that found the state lock
+    /// taken, see `Core::lock_for_write`, or a write queued behind a leader) stops it for the
+    /// next [`HOLD_COOLDOWN`] lone writes.
+    fn may_hold(&mut self) -> bool {
         if self.hold_cooldown > 0 {
             self.hold_cooldown -= 1;
             return false;
@@ -702,15 +697,16 @@ impl Core {
         }
     }
 
-    /// The state lock for a write. A writer that finds it taken says so (`write_contended`):
-    /// lone leaders then stop keeping it while they commit, for a while (see
+    /// The state lock for a write. A writer that found it taken starts the cooldown once it
+    /// has it: lone leaders then stop keeping it while they commit, for a while (see
     /// [`WriteQueue::may_hold`]).
     fn lock_for_write(&self) -> MutexGuard<'_, State> {
         if let Some(st) = self.state.try_lock() {
             return st;
         }
-        self.write_contended.store(true, Ordering::Relaxed);
-        self.state.lock()
+        let mut st = self.state.lock();
+        st.writes.hold_cooldown = HOLD_COOLDOWN;
+        st
     }
 
     /// The WAL's lock, if the leader may commit `group` without giving up the state lock
@@ -733,7 +729,7 @@ impl Core {
         let [(batch, false, None)] = group else {
             return None;
         };
-        if !st.writes.queue.is_empty() || !st.writes.may_hold(&self.write_contended) {
+        if !st.writes.queue.is_empty() || !st.writes.may_hold() {
             return None;
         }
         let live = self.wal.try_lock()?;
@@ -1157,7 +1153,6 @@ mod tests {
     use crate::error::Error;
     use crate::fs::{FileSystem, MemFs};
     use crate::{Db, Options};
-    use std::sync::atomic::Ordering;
     use std::sync::Arc;
     use std::thread;
     use std::time::{Duration, Instant};
@@ -1292,7 +1287,7 @@ mod tests {
     fn mapped_db() -> Option<(tempfile::TempDir, Db)> {
         let dir = tempfile::tempdir().unwrap();
         let probe = std::fs::File::create(dir.path().join("probe")).unwrap();
-        if !crate::fs::mapped::maps_safely(&probe) {
+        if !crate::fs::maps_safely(&probe) {
             return None;
         }
         drop(probe);
@@ -1313,9 +1308,7 @@ mod tests {
     /// Ends any cooldown: the next lone write may keep the state lock.
     fn end_cooldown(db: &Db) {
         let core = db.core();
-        let mut st = core.state.lock();
-        st.writes.hold_cooldown = 0;
-        core.write_contended.store(false, Ordering::Relaxed);
+        core.state.lock().writes.hold_cooldown = 0;
     }
 
     /// A lone write kept the state lock (a few tries: a background thread that takes the
@@ -1363,18 +1356,23 @@ mod tests {
             held(&db) - before == 100
         });
         assert!(all_held);
+        // Another writer finds the state lock taken while this thread holds it (a few tries:
+        // the thread may come to the lock only once it is free).
+        let contended = (0..5).any(|_| {
+            end_cooldown(&db);
+            let before = held(&db);
+            let st = core.state.lock();
+            let other = {
+                let db = db.clone();
+                thread::spawn(move || db.insert("other", "w").unwrap())
+            };
+            thread::sleep(Duration::from_millis(50));
+            drop(st);
+            other.join().unwrap();
+            held(&db) == before
+        });
+        assert!(contended);
         let first = held(&db);
-        // Another writer finds the state lock taken while this thread holds it.
-        let st = core.state.lock();
-        let other = {
-            let db = db.clone();
-            thread::spawn(move || db.insert("other", "w").unwrap())
-        };
-        while !core.write_contended.load(Ordering::Relaxed) {
-            thread::yield_now();
-        }
-        drop(st);
-        other.join().unwrap();
         // That write and the lone writes after it, up to the cooldown, give the lock up.
         for i in 0..HOLD_COOLDOWN - 1 {
             db.insert(format!("k{i}"), "v").unwrap();

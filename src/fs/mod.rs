@@ -7,7 +7,7 @@
 //! fail a chosen operation, which is how the durability tests pull the plug.
 
 #[cfg(target_os = "linux")]
-pub(crate) mod mapped;
+mod mapped;
 mod mem;
 mod os;
 #[cfg(target_os = "linux")]
@@ -15,6 +15,9 @@ mod placement;
 #[cfg(target_os = "linux")]
 mod writeback;
 
+/// (Tests of the write path: whether a directory's WAL would be memory-mapped.)
+#[cfg(all(test, target_os = "linux"))]
+pub(crate) use mapped::maps_safely;
 pub use mem::{CrashHook, CrashImageOptions, CrashPoint, FaultPlan, MemFs, OpKind, UnsyncedData};
 pub use os::OsFs;
 
@@ -107,8 +110,9 @@ pub trait WritableFile: Send + fmt::Debug {
         false
     }
     /// True if appending `n` more bytes now would only copy them into memory that is already
-    /// in place: no system call, no file space to allocate, nothing that can wait for the
-    /// device or another thread (a memory-mapped log whose current window has room). The
+    /// in place: no system call, no file space to allocate, no lock another thread holds (a
+    /// memory-mapped log whose current window has room; its stores may still take page
+    /// faults, as any store may). The
     /// write path then commits a lone writer's record without giving up its state lock in
     /// between (see `docs/architecture.md`, the write path). A wrong `true` never loses a
     /// write, but may hold the database's other threads while the append waits. Default:

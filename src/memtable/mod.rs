@@ -40,6 +40,12 @@ use std::sync::Arc;
 /// Approximate bytes of skiplist bookkeeping per entry.
 const ENTRY_OVERHEAD: usize = 64;
 
+/// The most entries a memtable sealed at `memtable_size` holds: every entry counts at least
+/// its trailer and overhead towards it.
+fn max_entries(memtable_size: usize) -> usize {
+    memtable_size / (key::TRAILER_LEN + ENTRY_OVERHEAD) + 1
+}
+
 /// [`Memtable::growth`]: the writer ran out of chunks made ahead.
 const GROWTH_WANTED: u8 = 1;
 /// [`Memtable::growth`]: the flush thread was told.
@@ -408,15 +414,21 @@ impl Memtable {
         if self.grown.swap(true, Ordering::AcqRel) || self.sealed.load(Ordering::Relaxed) {
             return;
         }
-        self.growing.store(true, Ordering::Relaxed);
-        // Every entry counts at least its trailer and overhead towards `memtable_size`.
-        let max_entries = memtable_size / (key::TRAILER_LEN + ENTRY_OVERHEAD) + 1;
-        self.map.grow_like(&like.map, max_entries);
-        let chunks =
-            (like.held.load(Ordering::Relaxed) / ARENA_CHUNK).min(memtable_size / ARENA_CHUNK + 1);
-        self.add_spare_chunks(chunks);
         // A request its writer made before this ran (its first write takes a chunk) is
-        // answered: it grows ahead of itself only once it runs out of these.
+        // answered too: it grows ahead of itself only once it runs out of these.
+        self.growing_while(|| {
+            self.map.grow_like(&like.map, max_entries(memtable_size));
+            let chunks = (like.held.load(Ordering::Relaxed) / ARENA_CHUNK)
+                .min(memtable_size / ARENA_CHUNK + 1);
+            self.add_spare_chunks(chunks);
+        });
+    }
+
+    /// Runs `grow` with [`is_growing`](Self::is_growing) set, then clears any growth request
+    /// (what `grow` made answers it).
+    fn growing_while(&self, grow: impl FnOnce()) {
+        self.growing.store(true, Ordering::Relaxed);
+        grow();
         self.growth.store(0, Ordering::Relaxed);
         self.growing.store(false, Ordering::Relaxed);
     }
@@ -480,10 +492,7 @@ impl Memtable {
     /// Memory: at most what the full memtable would hold (the arrays, which double, up to
     /// twice its slots); chunks unused when it is sealed go back then. Clears the request.
     pub(crate) fn grow_itself(&self, memtable_size: usize) {
-        self.growing.store(true, Ordering::Relaxed);
-        self.grow_itself_now(memtable_size);
-        self.growth.store(0, Ordering::Relaxed);
-        self.growing.store(false, Ordering::Relaxed);
+        self.growing_while(|| self.grow_itself_now(memtable_size));
     }
 
     fn grow_itself_now(&self, memtable_size: usize) {
@@ -498,9 +507,8 @@ impl Memtable {
             usize::try_from(full).unwrap_or(usize::MAX)
         };
         let entries = self.map.len();
-        let max_entries = (memtable_size / (key::TRAILER_LEN + ENTRY_OVERHEAD) + 1)
-            .min(scale(entries).max(entries));
-        self.map.grow_scaled(&self.map, 2, max_entries);
+        let most = max_entries(memtable_size).min(scale(entries).max(entries));
+        self.map.grow_scaled(&self.map, 2, most);
         let held = self.held.load(Ordering::Relaxed);
         let max_chunks = (memtable_size / ARENA_CHUNK + 1).min(scale(held) / ARENA_CHUNK + 1);
         let used = held / ARENA_CHUNK + 1;

@@ -99,14 +99,20 @@ pub fn files_with_ext(dir: &Path, ext: &str) -> Vec<std::path::PathBuf> {
 /// The table files (`*.sst`) in `dir` of the in-memory file system `fs`, by name, sorted
 /// (oldest file number first).
 pub fn mem_tables(fs: &MemFs, dir: &Path) -> Vec<String> {
-    let mut tables: Vec<String> = fs
+    mem_files(fs, dir, ".sst")
+}
+
+/// The files in `dir` of the in-memory file system `fs` whose names end in `suffix`, sorted
+/// (for numbered files, oldest first).
+pub fn mem_files(fs: &MemFs, dir: &Path, suffix: &str) -> Vec<String> {
+    let mut files: Vec<String> = fs
         .list(dir)
         .unwrap()
         .into_iter()
-        .filter(|n| n.ends_with(".sst"))
+        .filter(|n| n.ends_with(suffix))
         .collect();
-    tables.sort();
-    tables
+    files.sort();
+    files
 }
 
 /// LevelDB's CRC mask, for tests that forge checksums.

@@ -127,13 +127,7 @@ fn tables_deleted_while_a_read_only_open_runs_do_not_fail_it() {
     }
     db.close().unwrap();
     drop(db);
-    let mut tables: Vec<String> = fs
-        .list(dir)
-        .unwrap()
-        .into_iter()
-        .filter(|n| n.ends_with(".sst"))
-        .collect();
-    tables.sort();
+    let tables = crate::common::mem_tables(&fs, dir);
     assert_eq!(tables.len(), 2);
     let table_0 = fs.read_file(&dir.join(&tables[0])).unwrap();
     let unlisted = dir.join("999999.sst");
