@@ -318,6 +318,16 @@ impl WalWriter {
         })
     }
 
+    /// The WAL's file number.
+    pub(crate) fn number(&self) -> u64 {
+        self.number
+    }
+
+    /// The WAL's file.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// Makes every fsync of this WAL wait until `seal`, the seal of the WAL before it, is
     /// complete, and fail with its error if it failed: a record of this WAL is made durable
     /// only once every earlier WAL is durable whole. Appends do not wait.

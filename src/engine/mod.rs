@@ -211,7 +211,8 @@ impl Core {
     }
 
     /// Stops the background threads (joining `threads`), waits for a memtable rotation under
-    /// way, syncs the WAL, deletes the files still queued as obsolete and releases the
+    /// way, syncs the WAL, removes the WAL made ahead for the next rotation (if any), deletes
+    /// the files still queued as obsolete and releases the
     /// directory lock. A call made while another thread closes waits for it and returns what
     /// it returns; a call after that is a no-op.
     pub(crate) fn close(&self, threads: &Mutex<Vec<JoinHandle<()>>>) -> Result<()> {
@@ -296,6 +297,9 @@ impl Core {
             Some(mut live) => live.wal.finish(),
             None => Ok(()),
         };
+        // The WAL made ahead for a rotation that will not come (the seal thread, which makes
+        // it, has stopped).
+        self.remove_spare_wal();
         self.env.obsolete.purge();
         res
     }

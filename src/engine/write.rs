@@ -941,20 +941,38 @@ impl Core {
     /// the new WAL while they run, unless `inline` (an explicit `Db::flush`, which waits for
     /// its memtable anyway and reports a failed seal as it happened) has this thread run them.
     fn seal_memtable(&self, st: &mut MutexGuard<'_, State>, inline: bool) -> Result<()> {
-        let number = self.file_numbers.fetch_add(1, Ordering::SeqCst);
-        let path = filename::wal_path(&self.dir, number);
         let old_number = st.tree.mem.wal_number();
+        // The WAL made ahead, if the seal thread made one (see `Core::make_spare_wal`).
+        let spare = st.seals.take_spare();
         // `close` waits until this rotation is over (see `Lifecycle::rotating`).
         st.life.rotating = true;
         type Rotated = (Arc<Memtable>, Option<(WalWriter, Arc<WalSeal>)>);
         let res = MutexGuard::unlocked(st, || -> Result<Rotated> {
-            // A WAL numbered past the limit would be ignored by the next open as a foreign
-            // file, losing its writes: refuse to start one.
-            filename::check_new_number(&self.dir, number)?;
-            let mut new_wal =
-                WalWriter::create(self.fs.as_ref(), &path, number, self.opts.log_writes)?;
-            // Its first space is allocated in the background meanwhile.
-            new_wal.expect_appends();
+            // Only if it is numbered above the live WAL (WALs are replayed in the order of
+            // their numbers), which `make_spare_wal` sees to; one that is not is removed.
+            let spare = spare.and_then(|w| {
+                if w.number() > old_number {
+                    return Some(w);
+                }
+                self.discard_spare_wal(w);
+                None
+            });
+            let new_wal = match spare {
+                Some(wal) => wal,
+                None => {
+                    let number = self.file_numbers.fetch_add(1, Ordering::SeqCst);
+                    // A WAL numbered past the limit would be ignored by the next open as a
+                    // foreign file, losing its writes: refuse to start one.
+                    filename::check_new_number(&self.dir, number)?;
+                    let path = filename::wal_path(&self.dir, number);
+                    let mut wal =
+                        WalWriter::create(self.fs.as_ref(), &path, number, self.opts.log_writes)?;
+                    // Its first space is allocated in the background meanwhile.
+                    wal.expect_appends();
+                    wal
+                }
+            };
+            let number = new_wal.number();
             let mem = Arc::new(Memtable::sized_for(number, self.opts.memtable_size));
             let writer = mem
                 .take_writer()

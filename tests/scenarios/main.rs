@@ -82,6 +82,7 @@ mod table_cache_many_tables;
 mod table_opened_by_a_get;
 mod torn_wal_tail;
 mod wait_for_compactions_after_last_flush;
+mod wal_made_ahead;
 mod wal_mapped_tail;
 mod write_amplification_after_reopen;
 mod write_from_thread_exit;
