@@ -54,6 +54,10 @@ const GROWTH_ASKED: u8 = 2;
 /// Bytes of one chunk of a memtable's batch arena (see [`MemWriter::hold_from`]): under glibc's
 /// mmap threshold, so a chunk is a heap allocation, not a system call.
 const ARENA_CHUNK: usize = 64 << 10;
+/// Spare chunks left when the writer asks for more (1 MiB, ~2.5 ms of a sequential load's
+/// writer): the flush thread makes them while the writer uses these, instead of the writer
+/// making (and faulting in) its own once none is left.
+const GROWTH_LOW_WATER: usize = 16;
 
 /// What the memtable knows about a key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -252,14 +256,26 @@ impl MemWriter {
             // Under the spares' lock, so that `memory_bytes` counts the chunk once, spare
             // or taken.
             let mut spare = mem.spare_chunks.lock();
-            let chunk = spare.pop().unwrap_or_else(|| {
-                // Out of chunks made ahead (or none were): ask for more (a plain store: the
-                // write path tells the flush thread, `Memtable::wants_growth`).
+            // Out of chunks made ahead (or none were), or down to the last
+            // `GROWTH_LOW_WATER`: ask for more (a plain store: the write path tells the
+            // flush thread, `Memtable::wants_growth`), before the last ones are gone.
+            let ask = || {
                 if mem.growth.load(Ordering::Relaxed) == 0 {
                     mem.growth.store(GROWTH_WANTED, Ordering::Relaxed);
                 }
-                BytesMut::with_capacity(ARENA_CHUNK)
-            });
+            };
+            let chunk = match spare.pop() {
+                Some(chunk) => {
+                    if spare.len() == GROWTH_LOW_WATER {
+                        ask();
+                    }
+                    chunk
+                }
+                None => {
+                    ask();
+                    BytesMut::with_capacity(ARENA_CHUNK)
+                }
+            };
             mem.encoding_bytes.fetch_add(ARENA_CHUNK, Ordering::Relaxed);
             chunk
         }))
@@ -400,8 +416,10 @@ impl Memtable {
 
     /// Prepares this memtable, off the write path, for as much as `like` holds: the index
     /// arrays `like` used (see [`SkipList::grow_like`]) and as many 64 KiB chunks for batch
-    /// encodings as `like` filled, each written once so that its pages are there. The flush
-    /// thread calls it for the memtable being written when the one sealed before it was
+    /// encodings as `like` filled, each written once so that its pages are there, made in
+    /// doubling steps (arrays for a share of the entries, then that share of the chunks, which
+    /// the writer may take at once) so that what the writer reaches first is made first. The
+    /// flush thread calls it for the memtable being written when the one sealed before it was
     /// full: a steady load fills the next one alike, and the writer then neither stops for
     /// the multi-megabyte arrays a full index needs nor faults in the chunks' pages. Runs
     /// once a memtable (later calls return at once), and not at all once it is sealed.
@@ -417,10 +435,29 @@ impl Memtable {
         // A request its writer made before this ran (its first write takes a chunk) is
         // answered too: it grows ahead of itself only once it runs out of these.
         self.growing_while(|| {
-            self.map.grow_like(&like.map, max_entries(memtable_size));
+            let most = max_entries(memtable_size);
             let chunks = (like.held.load(Ordering::Relaxed) / ARENA_CHUNK)
                 .min(memtable_size / ARENA_CHUNK + 1);
-            self.add_spare_chunks(chunks);
+            // In doubling steps, each a share of the chunks and then of the arrays, in the
+            // order the writer, which starts at once, takes them: the chunks and slots it
+            // reaches first are made first, and each step's chunks are its to take as soon
+            // as they are made (made all at once, arrays first, the writer made ~300 chunks
+            // of its own in a 1M sequential load while it waited for them).
+            let mut made = 0;
+            let mut step = 4;
+            while made < chunks && !self.sealed.load(Ordering::Relaxed) {
+                let n = step.min(chunks - made);
+                let share = (
+                    u32::try_from(made + n).unwrap_or(u32::MAX),
+                    u32::try_from(chunks).unwrap_or(u32::MAX),
+                );
+                self.map.grow_scaled(&like.map, share, most);
+                self.add_spare_chunks(n);
+                made += n;
+                step *= 2;
+            }
+            // A model that filled no chunk (its batches were large) still shapes the arrays.
+            self.map.grow_like(&like.map, most);
         });
     }
 
@@ -480,8 +517,10 @@ impl Memtable {
     }
 
     /// Grows this memtable ahead of itself, off the write path, when its writer ran out of
-    /// chunks made ahead ([`wants_growth`](Self::wants_growth)): index arrays for twice the
-    /// entries it holds and as many new chunks as it has filled, each written once so that its
+    /// chunks made ahead, or is down to the last [`GROWTH_LOW_WATER`]
+    /// ([`wants_growth`](Self::wants_growth)): index arrays for twice the entries it holds and
+    /// as many new chunks as it has filled (at least twice `GROWTH_LOW_WATER`, so that the
+    /// next request comes before the writer runs out), each written once so that its
     /// pages are there, but never beyond what it will hold when full, projected from what it
     /// holds now (its entries and chunk bytes scaled by `memtable_size` over the bytes it
     /// counts towards it). The flush thread calls it when it has nothing to flush. A memtable
@@ -508,12 +547,15 @@ impl Memtable {
         };
         let entries = self.map.len();
         let most = max_entries(memtable_size).min(scale(entries).max(entries));
-        self.map.grow_scaled(&self.map, 2, most);
+        self.map.grow_scaled(&self.map, (2, 1), most);
         let held = self.held.load(Ordering::Relaxed);
         let max_chunks = (memtable_size / ARENA_CHUNK + 1).min(scale(held) / ARENA_CHUNK + 1);
         let used = held / ARENA_CHUNK + 1;
         let spare = self.spare_chunks.lock().len();
-        self.add_spare_chunks(used.min(max_chunks.saturating_sub(used + spare)));
+        // At least twice the low-water mark, so that the next request comes before the
+        // writer runs out (not after each chunk the first time it asks).
+        let more = used.max(2 * GROWTH_LOW_WATER);
+        self.add_spare_chunks(more.min(max_chunks.saturating_sub(used + spare)));
     }
 
     /// Frees the chunks [`grow_ahead`](Self::grow_ahead) made that no write used, and makes
@@ -924,9 +966,11 @@ mod tests {
     }
 
     /// A memtable with no chunks made ahead asks to grow once its writer takes a new chunk;
-    /// the write path is told once; growing makes as many chunks as it filled (whole pages
-    /// written) and index arrays for twice its entries, no more than it will hold when full
-    /// (projected from what it counts towards `memtable_size`), and nothing once sealed.
+    /// the write path is told once; growing makes as many chunks as it filled, but at least
+    /// twice the low-water mark (whole pages written), and index arrays for twice its
+    /// entries, no more than it will hold when full (projected from what it counts towards
+    /// `memtable_size`), and nothing once sealed; its writer asks again when only the
+    /// low-water mark's chunks are left.
     #[test]
     fn a_memtable_that_ran_out_of_chunks_grows_ahead_of_itself() {
         let value = vec![7u8; 100];
@@ -942,11 +986,20 @@ mod tests {
         let arrays = m.map.allocated_bytes();
         m.grow_itself(usize::MAX);
         assert!(!m.wants_growth());
-        assert_eq!(m.spare_bytes(), 4 * ARENA_CHUNK);
+        // As many chunks again as it filled (4), but at least twice the low-water mark.
+        assert_eq!(m.spare_bytes(), 2 * GROWTH_LOW_WATER * ARENA_CHUNK);
         assert!(m.map.allocated_bytes() > arrays);
-        // The next writes take the spares: no new request until they are gone.
+        // The next writes take the spares: no new request until only the last
+        // `GROWTH_LOW_WATER` are left (before they are gone).
         fill(&m, &mut i, 0, 100);
         assert!(!m.wants_growth());
+        while m.spare_chunks.lock().len() > GROWTH_LOW_WATER {
+            assert!(!m.wants_growth());
+            fill(&m, &mut i, 0, 100);
+        }
+        assert!(m.wants_growth(), "asked at the low-water mark");
+        assert_eq!(m.spare_chunks.lock().len(), GROWTH_LOW_WATER);
+        assert!(m.take_growth_request());
         // At most what a memtable sealed at `memtable_size` holds, spares included.
         let small = Memtable::new(2);
         fill(&small, &mut 0, 3, 0);

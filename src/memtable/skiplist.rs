@@ -433,21 +433,21 @@ impl SkipList {
     /// and an insert that needs an array being created here waits for it. Arrays this list
     /// never reaches stay allocated until it is dropped.
     pub(crate) fn grow_like(&self, like: &SkipList, max_entries: usize) {
-        self.grow_scaled(like, 1, max_entries);
+        self.grow_scaled(like, (1, 1), max_entries);
     }
 
-    /// [`grow_like`](Self::grow_like) for `times` as many inserts as `like`'s (a list grown
-    /// ahead of itself: `like` is this list, `times` 2).
-    pub(crate) fn grow_scaled(&self, like: &SkipList, times: u32, max_entries: usize) {
+    /// [`grow_like`](Self::grow_like) for `times.0 / times.1` as many inserts as `like`'s (a
+    /// list grown ahead of itself: `like` is this list, `times` 2; a part of what `like`
+    /// used, made first: a fraction).
+    pub(crate) fn grow_scaled(&self, like: &SkipList, times: (u32, u32), max_entries: usize) {
+        let scale = |n: u32| -> u32 {
+            let scaled = u64::from(n) * u64::from(times.0) / u64::from(times.1.max(1));
+            u32::try_from(scaled).unwrap_or(u32::MAX)
+        };
         // Both as of some insert, perhaps apart by the inserts between the two loads (a
         // size to grow to, not an invariant).
-        let nodes = u32::try_from(like.len())
-            .unwrap_or(u32::MAX)
-            .saturating_mul(times);
-        let towers = like
-            .towers_used
-            .load(AtomicOrdering::Relaxed)
-            .saturating_mul(times);
+        let nodes = scale(u32::try_from(like.len()).unwrap_or(u32::MAX));
+        let towers = scale(like.towers_used.load(AtomicOrdering::Relaxed));
         let cap = max_entries.min(NEARLY_FULL);
         let cap = u32::try_from(cap).unwrap_or(u32::MAX);
         let grown = nodes.min(cap);
@@ -1091,6 +1091,29 @@ mod tests {
             assert!(list.insert(ikey(&user, seq), Bytes::new()));
         }
         list
+    }
+
+    /// Grown in shares (as `Memtable::grow_ahead` does, a step at a time), a list has arrays
+    /// for about that share of the model's entries, and once the whole share is grown, the
+    /// model's arrays.
+    #[test]
+    fn grown_by_shares_a_list_ends_with_the_models_arrays() {
+        let like = hashed(50_000, 0);
+        let list = SkipList::new();
+        list.grow_scaled(&like, (1, 8), usize::MAX);
+        let eighth = list.allocated_bytes();
+        // 6,250 entries: their arrays, well short of a quarter of the model's (doubling
+        // arrays overshoot by at most twice).
+        assert!(eighth >= 6_250 * (16 + 88), "{eighth}");
+        assert!(eighth * 4 < like.allocated_bytes(), "{eighth}");
+        list.grow_scaled(&like, (4, 8), usize::MAX);
+        assert!(list.allocated_bytes() > eighth);
+        list.grow_scaled(&like, (8, 8), usize::MAX);
+        assert_eq!(list.allocated_bytes(), like.allocated_bytes());
+        // Twice the model (a list growing ahead of itself) is more.
+        let twice = SkipList::new();
+        twice.grow_scaled(&like, (2, 1), usize::MAX);
+        assert!(twice.allocated_bytes() > like.allocated_bytes());
     }
 
     #[test]
