@@ -174,7 +174,7 @@ impl Core {
                     return;
                 }
                 let Some(imm) = st.tree.imms.front().cloned() else {
-                    // Nothing to flush, and the memtable being written ran out of chunks
+                    // Nothing to flush, and the memtable being written ran low on chunks
                     // made ahead: it grows ahead of itself here, not on the writer's thread.
                     let mem = st.tree.mem.clone();
                     drop(st);

@@ -11,8 +11,9 @@ use std::io;
 
 impl Core {
     /// Bytes of the files the database needs now: the tables of the current tree, the WALs not
-    /// yet flushed, the live manifest and `CURRENT`. Files waiting for deletion (compaction
-    /// inputs a reader still holds, or not yet purged) are not counted.
+    /// yet flushed (with the WAL made ahead for the next rotation, if any: up to its first
+    /// 1 MiB window, allocated ahead), the live manifest and `CURRENT`. Files waiting for
+    /// deletion (compaction inputs a reader still holds, or not yet purged) are not counted.
     pub(crate) fn disk_size(&self) -> Result<u64> {
         let (manifest, log_number) = {
             let vs = self.versions.lock();

@@ -69,7 +69,7 @@ pub(super) fn recover(dir: &Path, opts: &Options, shutting_down: &AtomicBool) ->
         }
         restarts += 1;
         log::info!(
-            "{}: a WAL was removed while opening read-only (a writer flushed it); starting again",
+            "{}: a WAL was removed while opening read-only (a writer flushed it, or removed an unused one made ahead); starting again",
             dir.display()
         );
     }

@@ -130,7 +130,10 @@ impl Core {
                     if st.life.shutting_down {
                         return;
                     }
-                    if st.seals.spare_due() {
+                    // Not while a rotation runs (its own WAL may be numbered either side
+                    // of the spare's, and its seal's fsyncs would meet the spare's
+                    // allocation), nor for a database that takes no writes.
+                    if st.seals.spare_due() && !st.life.rotating && self.writable(&st).is_ok() {
                         st.seals.want_spare = false;
                         break None;
                     }

@@ -624,7 +624,7 @@ impl Core {
             st.writes.sync_writers = group.len() + st.writes.queue.len();
         }
         let result = result.map(|_| ());
-        // Its writer ran out of chunks made ahead: the flush thread makes more (told under
+        // Its writer ran low on chunks made ahead: the flush thread makes more (told under
         // the state lock, so that it cannot miss it between its check and its wait).
         if st.tree.mem.take_growth_request() {
             self.bg_cv.notify_all();
@@ -934,7 +934,9 @@ impl Core {
 
     /// Starts a new WAL and memtable, and hands the full one to the flush thread.
     ///
-    /// The file creation runs without the state lock: readers, the background threads and
+    /// The new WAL is the one the seal thread made ahead (the spare, see
+    /// [`Core::make_spare_wal`]) when there is one numbered above the live WAL; otherwise it is
+    /// created here. That runs without the state lock: readers, the background threads and
     /// `close` go on meanwhile, and other writers wait behind this leader as they do for any
     /// group (the new memtable is not there yet). The directory fsync and the old WAL's seal
     /// (fsync, sync mark, cut) go to the seal thread ([`super::seal`]), so writers append to

@@ -54,9 +54,9 @@ const GROWTH_ASKED: u8 = 2;
 /// Bytes of one chunk of a memtable's batch arena (see [`MemWriter::hold_from`]): under glibc's
 /// mmap threshold, so a chunk is a heap allocation, not a system call.
 const ARENA_CHUNK: usize = 64 << 10;
-/// Spare chunks left when the writer asks for more (1 MiB, ~2.5 ms of a sequential load's
-/// writer): the flush thread makes them while the writer uses these, instead of the writer
-/// making (and faulting in) its own once none is left.
+/// Spare chunks left at or below which each chunk the writer takes asks for more (1 MiB,
+/// ~2.5 ms of a sequential load's writer): the flush thread makes them while the writer uses
+/// these, instead of the writer making (and faulting in) its own once none is left.
 const GROWTH_LOW_WATER: usize = 16;
 
 /// What the memtable knows about a key.
@@ -104,9 +104,10 @@ pub(crate) struct Memtable {
     spare_chunks: Mutex<Vec<BytesMut>>,
     /// Set by the first [`Memtable::grow_ahead`]: it runs once a memtable.
     grown: AtomicBool,
-    /// [`GROWTH_WANTED`] once the writer took a new chunk because no spare was left,
-    /// [`GROWTH_ASKED`] once the write path told the flush thread, which then grows the
-    /// memtable ahead of itself ([`Memtable::grow_itself`]) and sets it back to 0.
+    /// [`GROWTH_WANTED`] once the writer took a new chunk because no spare was left, or a
+    /// spare with at most [`GROWTH_LOW_WATER`] left after it, [`GROWTH_ASKED`] once the
+    /// write path told the flush thread, which sets it back to 0 as it grows the memtable
+    /// ahead of itself ([`Memtable::grow_itself`]).
     growth: AtomicU8,
     /// Set while [`grow_ahead`](Memtable::grow_ahead) or [`grow_itself`](Memtable::grow_itself)
     /// runs: an insert that reaches an index array being made waits for it, so a writer
@@ -258,7 +259,9 @@ impl MemWriter {
             let mut spare = mem.spare_chunks.lock();
             // Out of chunks made ahead (or none were), or down to the last
             // `GROWTH_LOW_WATER`: ask for more (a plain store: the write path tells the
-            // flush thread, `Memtable::wants_growth`), before the last ones are gone.
+            // flush thread, `Memtable::wants_growth`), before the last ones are gone. (An
+            // answer that made too few to rise above the mark is asked again at the next
+            // chunk: a memtable growing ahead of itself doubles.)
             let ask = || {
                 if mem.growth.load(Ordering::Relaxed) == 0 {
                     mem.growth.store(GROWTH_WANTED, Ordering::Relaxed);
@@ -266,7 +269,7 @@ impl MemWriter {
             };
             let chunk = match spare.pop() {
                 Some(chunk) => {
-                    if spare.len() == GROWTH_LOW_WATER {
+                    if spare.len() <= GROWTH_LOW_WATER {
                         ask();
                     }
                     chunk
@@ -438,8 +441,9 @@ impl Memtable {
             let most = max_entries(memtable_size);
             let chunks = (like.held.load(Ordering::Relaxed) / ARENA_CHUNK)
                 .min(memtable_size / ARENA_CHUNK + 1);
-            // In doubling steps, each a share of the chunks and then of the arrays, in the
-            // order the writer, which starts at once, takes them: the chunks and slots it
+            // In doubling steps, each the arrays for a share of the entries and then that
+            // share of the chunks, in the order the writer, which starts at once, takes
+            // them: the chunks and slots it
             // reaches first are made first, and each step's chunks are its to take as soon
             // as they are made (made all at once, arrays first, the writer made ~300 chunks
             // of its own in a 1M sequential load while it waited for them).
@@ -456,17 +460,21 @@ impl Memtable {
                 made += n;
                 step *= 2;
             }
-            // A model that filled no chunk (its batches were large) still shapes the arrays.
-            self.map.grow_like(&like.map, most);
+            // A model that filled no chunk (its batches were large) still shapes the arrays
+            // (and a share rounded down is made whole); not for a memtable sealed meanwhile.
+            if !self.sealed.load(Ordering::Relaxed) {
+                self.map.grow_like(&like.map, most);
+            }
         });
     }
 
-    /// Runs `grow` with [`is_growing`](Self::is_growing) set, then clears any growth request
-    /// (what `grow` made answers it).
+    /// Runs `grow` with [`is_growing`](Self::is_growing) set, having cleared any growth
+    /// request first (what `grow` makes answers it; a request made while it runs, which
+    /// what it makes may not answer, is kept for the flush thread's next look).
     fn growing_while(&self, grow: impl FnOnce()) {
         self.growing.store(true, Ordering::Relaxed);
-        grow();
         self.growth.store(0, Ordering::Relaxed);
+        grow();
         self.growing.store(false, Ordering::Relaxed);
     }
 
@@ -489,7 +497,8 @@ impl Memtable {
         }
     }
 
-    /// True when the writer ran out of chunks made ahead (see [`grow_itself`](Self::grow_itself)).
+    /// True when the writer ran out of chunks made ahead, or is down to the last
+    /// [`GROWTH_LOW_WATER`] (see [`grow_itself`](Self::grow_itself)).
     pub(crate) fn wants_growth(&self) -> bool {
         self.growth.load(Ordering::Relaxed) != 0
     }
@@ -506,7 +515,7 @@ impl Memtable {
         self.growing.store(growing, Ordering::Relaxed);
     }
 
-    /// True the first time it is asked after the writer ran out of chunks made ahead: the
+    /// True the first time it is asked after the writer asked for chunks ([`wants_growth`](Self::wants_growth)): the
     /// write path then wakes the flush thread (once, not after every write until it runs).
     pub(crate) fn take_growth_request(&self) -> bool {
         if self.growth.load(Ordering::Relaxed) != GROWTH_WANTED {
@@ -519,8 +528,7 @@ impl Memtable {
     /// Grows this memtable ahead of itself, off the write path, when its writer ran out of
     /// chunks made ahead, or is down to the last [`GROWTH_LOW_WATER`]
     /// ([`wants_growth`](Self::wants_growth)): index arrays for twice the entries it holds and
-    /// as many new chunks as it has filled (at least twice `GROWTH_LOW_WATER`, so that the
-    /// next request comes before the writer runs out), each written once so that its
+    /// as many new chunks as it has filled, each written once so that its
     /// pages are there, but never beyond what it will hold when full, projected from what it
     /// holds now (its entries and chunk bytes scaled by `memtable_size` over the bytes it
     /// counts towards it). The flush thread calls it when it has nothing to flush. A memtable
@@ -552,10 +560,7 @@ impl Memtable {
         let max_chunks = (memtable_size / ARENA_CHUNK + 1).min(scale(held) / ARENA_CHUNK + 1);
         let used = held / ARENA_CHUNK + 1;
         let spare = self.spare_chunks.lock().len();
-        // At least twice the low-water mark, so that the next request comes before the
-        // writer runs out (not after each chunk the first time it asks).
-        let more = used.max(2 * GROWTH_LOW_WATER);
-        self.add_spare_chunks(more.min(max_chunks.saturating_sub(used + spare)));
+        self.add_spare_chunks(used.min(max_chunks.saturating_sub(used + spare)));
     }
 
     /// Frees the chunks [`grow_ahead`](Self::grow_ahead) made that no write used, and makes
@@ -966,11 +971,10 @@ mod tests {
     }
 
     /// A memtable with no chunks made ahead asks to grow once its writer takes a new chunk;
-    /// the write path is told once; growing makes as many chunks as it filled, but at least
-    /// twice the low-water mark (whole pages written), and index arrays for twice its
-    /// entries, no more than it will hold when full (projected from what it counts towards
-    /// `memtable_size`), and nothing once sealed; its writer asks again when only the
-    /// low-water mark's chunks are left.
+    /// the write path is told once; growing makes as many chunks as it filled (whole pages
+    /// written) and index arrays for twice its entries, no more than it will hold when full
+    /// (projected from what it counts towards `memtable_size`), and nothing once sealed; with
+    /// no more spares than the low-water mark, the next chunk it takes asks again.
     #[test]
     fn a_memtable_that_ran_out_of_chunks_grows_ahead_of_itself() {
         let value = vec![7u8; 100];
@@ -986,19 +990,18 @@ mod tests {
         let arrays = m.map.allocated_bytes();
         m.grow_itself(usize::MAX);
         assert!(!m.wants_growth());
-        // As many chunks again as it filled (4), but at least twice the low-water mark.
-        assert_eq!(m.spare_bytes(), 2 * GROWTH_LOW_WATER * ARENA_CHUNK);
+        // As many chunks again as it filled.
+        assert_eq!(m.spare_bytes(), 4 * ARENA_CHUNK);
         assert!(m.map.allocated_bytes() > arrays);
-        // The next writes take the spares: no new request until only the last
-        // `GROWTH_LOW_WATER` are left (before they are gone).
-        fill(&m, &mut i, 0, 100);
-        assert!(!m.wants_growth());
-        while m.spare_chunks.lock().len() > GROWTH_LOW_WATER {
+        // Fewer than the low-water mark: the first of them it takes asks again, while the
+        // others are left (a memtable growing ahead of itself doubles).
+        let spares = m.spare_chunks.lock().len();
+        while m.spare_chunks.lock().len() == spares {
             assert!(!m.wants_growth());
             fill(&m, &mut i, 0, 100);
         }
-        assert!(m.wants_growth(), "asked at the low-water mark");
-        assert_eq!(m.spare_chunks.lock().len(), GROWTH_LOW_WATER);
+        assert!(m.wants_growth());
+        assert_eq!(m.spare_chunks.lock().len(), spares - 1);
         assert!(m.take_growth_request());
         // At most what a memtable sealed at `memtable_size` holds, spares included.
         let small = Memtable::new(2);
@@ -1037,6 +1040,36 @@ mod tests {
         sealed.grow_itself(usize::MAX);
         assert_eq!(sealed.spare_bytes(), 0);
         assert!(!sealed.wants_growth());
+    }
+
+    /// A memtable grown ahead with more chunks than the low-water mark asks for more once it
+    /// is down to the mark, not before, and while it still has those to use; a request made
+    /// while the flush thread grows it outlives that growth.
+    #[test]
+    fn a_writer_asks_for_chunks_at_the_low_water_mark() {
+        let like = Memtable::new(1);
+        fill(&like, &mut 0, 40, 0);
+        let m = Memtable::new(2);
+        m.grow_ahead(&like, usize::MAX);
+        assert!(m.spare_chunks.lock().len() > GROWTH_LOW_WATER + 1);
+        let mut i = 0;
+        while m.spare_chunks.lock().len() > GROWTH_LOW_WATER {
+            assert!(
+                !m.wants_growth(),
+                "asked with {} spares",
+                m.spare_chunks.lock().len()
+            );
+            fill(&m, &mut i, 0, 100);
+        }
+        assert!(m.wants_growth());
+        assert_eq!(m.spare_chunks.lock().len(), GROWTH_LOW_WATER);
+        // The flush thread's growth answers the request made before it ran, not one made
+        // while it runs.
+        m.growing_while(|| {
+            assert!(!m.wants_growth());
+            m.growth.store(GROWTH_WANTED, Ordering::Relaxed);
+        });
+        assert!(m.wants_growth());
     }
 
     #[test]

@@ -437,8 +437,8 @@ impl SkipList {
     }
 
     /// [`grow_like`](Self::grow_like) for `times.0 / times.1` as many inserts as `like`'s (a
-    /// list grown ahead of itself: `like` is this list, `times` 2; a part of what `like`
-    /// used, made first: a fraction).
+    /// list grown ahead of itself: `like` is this list, `times` `(2, 1)`; a part of what
+    /// `like` used, made first: a fraction such as `(1, 8)`).
     pub(crate) fn grow_scaled(&self, like: &SkipList, times: (u32, u32), max_entries: usize) {
         let scale = |n: u32| -> u32 {
             let scaled = u64::from(n) * u64::from(times.0) / u64::from(times.1.max(1));

@@ -7,7 +7,7 @@
 use crate::common;
 
 use siltdb::fs::{CrashImageOptions, FileSystem, MemFs};
-use siltdb::{Db, Options};
+use siltdb::{Db, Options, WriteOptions};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -130,4 +130,38 @@ fn a_crash_that_leaves_a_wal_made_ahead_loses_nothing() {
         assert_eq!(db.get("after").unwrap().as_deref(), Some(&b"crash"[..]));
         assert!(db.get(key(n - 1)).unwrap().is_some());
     }
+}
+
+/// A synced write into the WAL that was the spare survives a power loss with every write
+/// before it: its fsync waited for the old WAL's seal, whose directory fsync made the
+/// spare's name durable.
+#[test]
+fn a_synced_write_into_the_wal_made_ahead_survives_a_power_loss() {
+    let fs = MemFs::new();
+    let db = Db::open_with(DIR, options(&fs)).unwrap();
+    let mut n = 0;
+    while db.stats().flushes == 0 {
+        db.insert(key(n), [b'v'; 100]).unwrap();
+        n += 1;
+        assert!(n < 5_000, "no flush");
+    }
+    db.insert(key(n), [b'v'; 100]).unwrap();
+    n += 1;
+    let spare = wait_for_spare(&fs).expect("a WAL made ahead");
+    // The next rotation starts the spare; then one synced write into it.
+    n = insert_until_written(&db, &fs, &spare, n);
+    db.insert_with(key(n), [b's'; 100], WriteOptions::new().sync(true))
+        .unwrap();
+    n += 1;
+    let image = fs.crash_image(CrashImageOptions::POWER_LOSS);
+    drop(db);
+    assert!(common::mem_files(&image, Path::new(DIR), ".wal").contains(&spare));
+    let db = Db::open_with(DIR, options(&image)).unwrap();
+    for i in 0..n {
+        assert!(db.get(key(i)).unwrap().is_some(), "key {i} of {n}");
+    }
+    assert_eq!(
+        db.get(key(n - 1)).unwrap().as_deref(),
+        Some(&[b's'; 100][..])
+    );
 }
