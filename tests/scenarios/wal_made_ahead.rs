@@ -57,22 +57,27 @@ fn insert_until_written(db: &Db, fs: &MemFs, name: &str, from: u32) -> u32 {
     i
 }
 
-#[test]
-fn a_rotation_starts_the_wal_made_ahead_and_close_removes_the_next() {
-    let fs = MemFs::new();
-    let db = Db::open_with(DIR, options(&fs)).unwrap();
-    // Before any rotation there is no spare: the WAL the open started is the only one.
-    assert_eq!(common::mem_files(&fs, Path::new(DIR), ".wal").len(), 1);
+/// Loads keys until the first memtable is flushed, writes one more (so that the live WAL
+/// holds a record) and waits for the spare; returns the next key to insert and the spare.
+fn load_until_spare(db: &Db, fs: &MemFs) -> (u32, String) {
     let mut n = 0;
     while db.stats().flushes == 0 {
         db.insert(key(n), [b'v'; 100]).unwrap();
         n += 1;
         assert!(n < 5_000, "no flush");
     }
-    // One more write, so that the live WAL holds a record.
     db.insert(key(n), [b'v'; 100]).unwrap();
-    n += 1;
-    let first = wait_for_spare(&fs).expect("a WAL made ahead after the first rotation");
+    let spare = wait_for_spare(fs).expect("a WAL made ahead after the first rotation");
+    (n + 1, spare)
+}
+
+#[test]
+fn a_rotation_starts_the_wal_made_ahead_and_close_removes_the_next() {
+    let fs = MemFs::new();
+    let db = Db::open_with(DIR, options(&fs)).unwrap();
+    // Before any rotation there is no spare: the WAL the open started is the only one.
+    assert_eq!(common::mem_files(&fs, Path::new(DIR), ".wal").len(), 1);
+    let (mut n, first) = load_until_spare(&db, &fs);
     // The next rotation starts that very file, and a new spare is made above it.
     n = insert_until_written(&db, &fs, &first, n);
     db.insert(key(n), [b'v'; 100]).unwrap();
@@ -98,15 +103,7 @@ fn a_crash_that_leaves_a_wal_made_ahead_loses_nothing() {
     ] {
         let fs = MemFs::new();
         let db = Db::open_with(DIR, options(&fs)).unwrap();
-        let mut n = 0;
-        while db.stats().flushes == 0 {
-            db.insert(key(n), [b'v'; 100]).unwrap();
-            n += 1;
-            assert!(n < 5_000, "no flush");
-        }
-        db.insert(key(n), [b'v'; 100]).unwrap();
-        n += 1;
-        let spare = wait_for_spare(&fs).expect("a WAL made ahead");
+        let (n, spare) = load_until_spare(&db, &fs);
         // Every write made durable, so that a power loss keeps them all.
         db.sync().unwrap();
         let image = fs.crash_image(crash);
@@ -139,15 +136,7 @@ fn a_crash_that_leaves_a_wal_made_ahead_loses_nothing() {
 fn a_synced_write_into_the_wal_made_ahead_survives_a_power_loss() {
     let fs = MemFs::new();
     let db = Db::open_with(DIR, options(&fs)).unwrap();
-    let mut n = 0;
-    while db.stats().flushes == 0 {
-        db.insert(key(n), [b'v'; 100]).unwrap();
-        n += 1;
-        assert!(n < 5_000, "no flush");
-    }
-    db.insert(key(n), [b'v'; 100]).unwrap();
-    n += 1;
-    let spare = wait_for_spare(&fs).expect("a WAL made ahead");
+    let (mut n, spare) = load_until_spare(&db, &fs);
     // The next rotation starts the spare; then one synced write into it.
     n = insert_until_written(&db, &fs, &spare, n);
     db.insert_with(key(n), [b's'; 100], WriteOptions::new().sync(true))
