@@ -39,9 +39,10 @@
 #![deny(missing_docs)]
 // `deny`, not `forbid`: `fs::mapped` (the WAL's memory map) allows it, for the map, four
 // system calls and one store, `fs::writeback` for one system call, `fs::placement` for the
-// CPU-affinity system calls that keep the WAL's helper off its writer's CPU, `prefetch` for the cache
-// hints (CPUID and two prefetch instructions), and `memtable::entry_cell` for the skiplist's
-// write-once entry slot (with the one call of its `unsafe` setter in `memtable::skiplist`).
+// CPU-affinity system calls that keep the WAL's helper off its writer's CPU, `prefetch` for
+// the cache hints (CPUID and two prefetch instructions), and `memtable::entry_cell` for the
+// skiplist's write-once entry slot (with the one call of its `unsafe` setter in
+// `memtable::skiplist`).
 #![deny(unsafe_code)]
 
 mod batch;

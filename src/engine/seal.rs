@@ -195,7 +195,7 @@ impl Core {
     }
 
     /// Removes a spare WAL that no rotation will start (it holds no record).
-    pub(super) fn discard_spare_wal(&self, wal: WalWriter) {
+    fn discard_spare_wal(&self, wal: WalWriter) {
         let path = wal.path().to_path_buf();
         drop(wal);
         if let Err(e) = self.fs.remove(&path) {

@@ -951,15 +951,8 @@ impl Core {
         type Rotated = (Arc<Memtable>, Option<(WalWriter, Arc<WalSeal>)>);
         let res = MutexGuard::unlocked(st, || -> Result<Rotated> {
             // Only if it is numbered above the live WAL (WALs are replayed in the order of
-            // their numbers), which `make_spare_wal` sees to; one that is not is removed.
-            let spare = spare.and_then(|w| {
-                if w.number() > old_number {
-                    return Some(w);
-                }
-                self.discard_spare_wal(w);
-                None
-            });
-            let new_wal = match spare {
+            // their numbers), which `make_spare_wal` sees to under the state lock.
+            let new_wal = match spare.filter(|w| w.number() > old_number) {
                 Some(wal) => wal,
                 None => {
                     let number = self.file_numbers.fetch_add(1, Ordering::SeqCst);
@@ -1331,15 +1324,24 @@ mod tests {
         core.state.lock().writes.hold_cooldown = 0;
     }
 
-    /// A lone write kept the state lock (a few tries: a background thread that takes the
-    /// lock meanwhile counts as another writer); each try writes `key`.
-    fn a_lone_write_is_held(db: &Db, key: &str) -> bool {
+    /// Every lone write that `writes` makes (it returns how many) kept the state lock, in one
+    /// of a few tries (a background thread that takes the lock meanwhile counts as another
+    /// writer); each try ends any cooldown first.
+    fn lone_writes_are_held(db: &Db, writes: impl Fn(&Db) -> u64) -> bool {
         (0..5).any(|_| {
             thread::sleep(Duration::from_millis(20));
             end_cooldown(db);
             let before = held(db);
+            let n = writes(db);
+            held(db) == before + n
+        })
+    }
+
+    /// A lone write of `key` kept the state lock (see [`lone_writes_are_held`]).
+    fn a_lone_write_is_held(db: &Db, key: &str) -> bool {
+        lone_writes_are_held(db, |db| {
             db.insert(key, "v").unwrap();
-            held(db) == before + 1
+            1
         })
     }
 
@@ -1364,16 +1366,11 @@ mod tests {
             );
             thread::sleep(Duration::from_millis(1));
         }
-        // (A background thread that takes the state lock meanwhile counts as another writer:
-        // a few tries.)
-        let all_held = (0..5).any(|_| {
-            thread::sleep(Duration::from_millis(20));
-            end_cooldown(&db);
-            let before = held(&db);
+        let all_held = lone_writes_are_held(&db, |db| {
             for i in 0..100u32 {
                 db.insert(i.to_be_bytes(), "v").unwrap();
             }
-            held(&db) - before == 100
+            100
         });
         assert!(all_held);
         // Another writer finds the state lock taken while this thread holds it (a few tries:

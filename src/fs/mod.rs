@@ -112,11 +112,10 @@ pub trait WritableFile: Send + fmt::Debug {
     /// True if appending `n` more bytes now would only copy them into memory that is already
     /// in place: no system call, no file space to allocate, no lock another thread holds (a
     /// memory-mapped log whose current window has room; its stores may still take page
-    /// faults, as any store may). The
-    /// write path then commits a lone writer's record without giving up its state lock in
-    /// between (see `docs/architecture.md`, the write path). A wrong `true` never loses a
-    /// write, but may hold the database's other threads while the append waits. Default:
-    /// false.
+    /// faults, as any store may). The write path then commits a lone writer's record without
+    /// giving up its state lock in between (see `docs/architecture.md`, the write path). A
+    /// wrong `true` never loses a write, but may hold the database's other threads while the
+    /// append waits. Default: false.
     fn appends_in_memory(&self, n: usize) -> bool {
         let _ = n;
         false

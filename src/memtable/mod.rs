@@ -257,28 +257,16 @@ impl MemWriter {
             // Under the spares' lock, so that `memory_bytes` counts the chunk once, spare
             // or taken.
             let mut spare = mem.spare_chunks.lock();
+            let chunk = spare.pop();
             // Out of chunks made ahead (or none were), or down to the last
             // `GROWTH_LOW_WATER`: ask for more (a plain store: the write path tells the
             // flush thread, `Memtable::wants_growth`), before the last ones are gone. (An
             // answer that made too few to rise above the mark is asked again at the next
             // chunk: a memtable growing ahead of itself doubles.)
-            let ask = || {
-                if mem.growth.load(Ordering::Relaxed) == 0 {
-                    mem.growth.store(GROWTH_WANTED, Ordering::Relaxed);
-                }
-            };
-            let chunk = match spare.pop() {
-                Some(chunk) => {
-                    if spare.len() <= GROWTH_LOW_WATER {
-                        ask();
-                    }
-                    chunk
-                }
-                None => {
-                    ask();
-                    BytesMut::with_capacity(ARENA_CHUNK)
-                }
-            };
+            if spare.len() <= GROWTH_LOW_WATER && mem.growth.load(Ordering::Relaxed) == 0 {
+                mem.growth.store(GROWTH_WANTED, Ordering::Relaxed);
+            }
+            let chunk = chunk.unwrap_or_else(|| BytesMut::with_capacity(ARENA_CHUNK));
             mem.encoding_bytes.fetch_add(ARENA_CHUNK, Ordering::Relaxed);
             chunk
         }))
@@ -441,12 +429,18 @@ impl Memtable {
             let most = max_entries(memtable_size);
             let chunks = (like.held.load(Ordering::Relaxed) / ARENA_CHUNK)
                 .min(memtable_size / ARENA_CHUNK + 1);
+            if chunks == 0 {
+                // A model that filled no chunk (its batches were large) still shapes the
+                // arrays.
+                self.map.grow_like(&like.map, most);
+                return;
+            }
             // In doubling steps, each the arrays for a share of the entries and then that
             // share of the chunks, in the order the writer, which starts at once, takes
-            // them: the chunks and slots it
-            // reaches first are made first, and each step's chunks are its to take as soon
-            // as they are made (made all at once, arrays first, the writer made ~300 chunks
-            // of its own in a 1M sequential load while it waited for them).
+            // them: the chunks and slots it reaches first are made first, and each step's
+            // chunks are its to take as soon as they are made (made all at once, arrays
+            // first, the writer made ~300 chunks of its own in a 1M sequential load while it
+            // waited for them). The last step's share is the whole model.
             let mut made = 0;
             let mut step = 4;
             while made < chunks && !self.sealed.load(Ordering::Relaxed) {
@@ -459,11 +453,6 @@ impl Memtable {
                 self.add_spare_chunks(n);
                 made += n;
                 step *= 2;
-            }
-            // A model that filled no chunk (its batches were large) still shapes the arrays
-            // (and a share rounded down is made whole); not for a memtable sealed meanwhile.
-            if !self.sealed.load(Ordering::Relaxed) {
-                self.map.grow_like(&like.map, most);
             }
         });
     }
