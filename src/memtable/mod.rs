@@ -517,8 +517,8 @@ impl Memtable {
     /// Grows this memtable ahead of itself, off the write path, when its writer ran out of
     /// chunks made ahead, or is down to the last [`GROWTH_LOW_WATER`]
     /// ([`wants_growth`](Self::wants_growth)): index arrays for twice the entries it holds and
-    /// as many new chunks as it has filled, each written once so that its
-    /// pages are there, but never beyond what it will hold when full, projected from what it
+    /// spare chunks up to as many as it has filled (those left counted), each written once so
+    /// that its pages are there, but never beyond what it will hold when full, projected from what it
     /// holds now (its entries and chunk bytes scaled by `memtable_size` over the bytes it
     /// counts towards it). The flush thread calls it when it has nothing to flush. A memtable
     /// with no model to grow like ([`grow_ahead`](Self::grow_ahead): the first after an open,
@@ -549,7 +549,11 @@ impl Memtable {
         let max_chunks = (memtable_size / ARENA_CHUNK + 1).min(scale(held) / ARENA_CHUNK + 1);
         let used = held / ARENA_CHUNK + 1;
         let spare = self.spare_chunks.lock().len();
-        self.add_spare_chunks(used.min(max_chunks.saturating_sub(used + spare)));
+        // Spares up to as many as it filled, counting those still left: a request at each
+        // chunk taken below the low-water mark tops them up, it does not add that many again
+        // each time (which grew a small memtable's chunks far past twice what it filled).
+        let more = used.saturating_sub(spare);
+        self.add_spare_chunks(more.min(max_chunks.saturating_sub(used + spare)));
     }
 
     /// Frees the chunks [`grow_ahead`](Self::grow_ahead) made that no write used, and makes
@@ -960,7 +964,7 @@ mod tests {
     }
 
     /// A memtable with no chunks made ahead asks to grow once its writer takes a new chunk;
-    /// the write path is told once; growing makes as many chunks as it filled (whole pages
+    /// the write path is told once; growing tops its spares up to as many chunks as it filled (whole pages
     /// written) and index arrays for twice its entries, no more than it will hold when full
     /// (projected from what it counts towards `memtable_size`), and nothing once sealed; with
     /// no more spares than the low-water mark, the next chunk it takes asks again.
@@ -992,6 +996,11 @@ mod tests {
         assert!(m.wants_growth());
         assert_eq!(m.spare_chunks.lock().len(), spares - 1);
         assert!(m.take_growth_request());
+        // That request tops the spares up to as many as it filled, those left counted: not
+        // as many again on top of them at every request.
+        let used = m.held.load(Ordering::Relaxed) / ARENA_CHUNK + 1;
+        m.grow_itself(usize::MAX);
+        assert_eq!(m.spare_chunks.lock().len(), used);
         // At most what a memtable sealed at `memtable_size` holds, spares included.
         let small = Memtable::new(2);
         fill(&small, &mut 0, 3, 0);
