@@ -334,7 +334,13 @@ impl Db {
     /// as they are, except tables of a lower level that overlap a table being merged into it
     /// (they are merged too). Returns when done and the files it made obsolete are deleted
     /// (those no iterator or read in progress still uses; a [`Snapshot`] holds no file: it
-    /// reads the tree as it is when it reads). Automatic compaction waits meanwhile. A range
+    /// reads the tree as it is when it reads). Below L0 it goes in steps of at most 25 ×
+    /// [`Options::target_table_size`] of input each (a table and the tables below it that it
+    /// overlaps, when larger, in a step of their own); automatic compaction waits meanwhile,
+    /// except that after each step L0 is compacted into L1 if it holds
+    /// [`Options::l0_compaction_trigger`] tables (with automatic compaction on), so that writes
+    /// made while a long manual compaction runs are not stopped at
+    /// [`Options::l0_stop_trigger`] until it ends. A range
     /// that holds no key (`a..a`, inverted, strictly between a key and its successor, or below
     /// the empty key) compacts nothing: after the flush it returns `Ok`. An obsolete file
     /// whose deletion fails stays until the next open

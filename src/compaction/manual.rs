@@ -5,25 +5,82 @@
 //! the point of a manual compaction is to drop overwritten versions and tombstones and to cut
 //! tables at the target size, which a move does not do (LevelDB too takes the trivial-move
 //! shortcut only for automatic compactions).
+//!
+//! Below L0 a level is merged down, and the bottom rewritten, in steps of at most
+//! [`step_bytes`] of input each (in key order), as RocksDB splits a manual compaction at
+//! `max_compaction_bytes`: a step is one compaction job, and between two steps the compaction
+//! thread may compact L0 (see `Core::run_manual_compaction`), which a whole level merged at
+//! once would keep waiting for as long as the merge takes.
 
 use super::picker::Plan;
 use crate::iter::KeyRange;
+use crate::options::Options;
 use crate::version::{TableHandle, Version};
 use std::sync::Arc;
 
-/// The compaction of the tables of `level` overlapping `range` (and of every table of
-/// `level + 1` overlapping those) into `level + 1`; `None` if no table of `level` overlaps.
+/// Input bytes one step of a manual compaction below L0 takes, at most: 25 tables of
+/// `target_table_size` (RocksDB's default `max_compaction_bytes`). A step takes at least one
+/// table, with the tables of the level below that it overlaps, whatever their size.
+pub(crate) fn step_bytes(opts: &Options) -> u64 {
+    opts.target_table_size.saturating_mul(25)
+}
+
+/// The first tables of `tables` (in key order) whose costs add up to at most `budget`, and
+/// at least the first.
+fn within_budget(
+    tables: impl IntoIterator<Item = Arc<TableHandle>>,
+    budget: u64,
+    cost: impl Fn(&TableHandle) -> u64,
+) -> Vec<Arc<TableHandle>> {
+    let mut taken = Vec::new();
+    let mut total = 0u64;
+    for t in tables {
+        let c = cost(&t);
+        if !taken.is_empty() && total.saturating_add(c) > budget {
+            break;
+        }
+        total = total.saturating_add(c);
+        taken.push(t);
+    }
+    taken
+}
+
+/// The next step of merging the tables of `level` that overlap `range` into `level + 1`
+/// (with every table of `level + 1` they overlap); `None` if no table is left.
 ///
-/// For L0 the inputs grow until no L0 table outside them overlaps their key range: L0 tables
-/// overlap each other, and a newer table must not move below an older one holding the same
-/// key, or the older version would be found first.
-pub(crate) fn into_next_level(version: &Version, level: usize, range: &KeyRange) -> Option<Plan> {
+/// For L0, one step: every L0 table overlapping `range`, the inputs grown until no L0 table
+/// outside them overlaps their key range (L0 tables overlap each other, and a newer table
+/// must not move below an older one holding the same key, or the older version would be
+/// found first). Deeper, the tables whose largest key is past `after` (the largest key of
+/// the step before; `None` for the first), in key order, as many as `budget` bytes hold
+/// counting each with the tables below that it overlaps, and at least one (a sorted level's
+/// tables share no user key, so any run of them can go down on its own).
+pub(crate) fn into_next_level(
+    version: &Version,
+    level: usize,
+    range: &KeyRange,
+    after: Option<&[u8]>,
+    budget: u64,
+) -> Option<Plan> {
     let tables = &version.levels[level];
-    let mut inputs: Vec<Arc<TableHandle>> = tables
+    let overlapping = tables
         .iter()
-        .filter(|t| range.overlaps(t.meta.smallest_user(), t.meta.largest_user()))
-        .cloned()
-        .collect();
+        .filter(|t| range.overlaps(t.meta.smallest_user(), t.meta.largest_user()));
+    let mut inputs: Vec<Arc<TableHandle>> = if level == 0 {
+        overlapping.cloned().collect()
+    } else {
+        let left = overlapping
+            .filter(|t| after.is_none_or(|a| t.meta.largest_user() > a))
+            .cloned();
+        within_budget(left, budget, |t| {
+            let below =
+                version.overlapping(level + 1, t.meta.smallest_user(), t.meta.largest_user());
+            below
+                .iter()
+                .map(|b| b.meta.size)
+                .fold(t.meta.size, u64::saturating_add)
+        })
+    };
     if inputs.is_empty() {
         return None;
     }
@@ -42,21 +99,22 @@ pub(crate) fn into_next_level(version: &Version, level: usize, range: &KeyRange)
 
 /// The next rewrite in place of the bottom level `level >= 1`: the first run of adjacent
 /// tables that overlap `range` and that `rewritten` does not claim (the outputs of this manual
-/// compaction); `None` when none is left.
+/// compaction), as many as `budget` bytes hold and at least one; `None` when none is left.
 pub(crate) fn next_bottom_rewrite(
     version: &Version,
     level: usize,
     range: &KeyRange,
     rewritten: impl Fn(&TableHandle) -> bool,
+    budget: u64,
 ) -> Option<Plan> {
     // A run stops at a table already rewritten: outputs spanning it would overlap it.
-    let run: Vec<Arc<TableHandle>> = version.levels[level]
+    let run = version.levels[level]
         .iter()
         .filter(|t| range.overlaps(t.meta.smallest_user(), t.meta.largest_user()))
         .skip_while(|t| rewritten(t))
         .take_while(|t| !rewritten(t))
-        .cloned()
-        .collect();
+        .cloned();
+    let run = within_budget(run, budget, |t| t.meta.size);
     if run.is_empty() {
         return None;
     }
@@ -75,6 +133,11 @@ mod tests {
 
     /// A handle for a table that is not on disk: enough for planning (it is never read).
     fn table(number: u64, lo: &str, hi: &str, seq: u64) -> Arc<TableHandle> {
+        sized(number, lo, hi, seq, 100)
+    }
+
+    /// [`table`] of `size` bytes.
+    fn sized(number: u64, lo: &str, hi: &str, seq: u64, size: u64) -> Arc<TableHandle> {
         let fs: Arc<dyn FileSystem> = Arc::new(MemFs::new());
         let enc = |k: &str| {
             let mut v = Vec::new();
@@ -83,7 +146,7 @@ mod tests {
         };
         let meta = FileMeta {
             number,
-            size: 100,
+            size,
             smallest: enc(lo),
             largest: enc(hi),
             min_seq: seq,
@@ -115,18 +178,18 @@ mod tests {
             table(1, "x", "z", 10),
         ];
         v.levels[1] = vec![table(5, "a", "b", 1), table(6, "y", "y", 1)];
-        let p = into_next_level(&v, 0, &range("o", "p")).unwrap();
+        let p = into_next_level(&v, 0, &range("o", "p"), None, 1).unwrap();
         assert_eq!(numbers(&p.inputs), vec![4, 3, 2]);
         assert_eq!(numbers(&p.next_inputs), vec![5]);
         assert_eq!((p.output_level(), p.trivial_move), (1, false));
-        assert!(into_next_level(&v, 0, &range("q", "w")).is_none());
+        assert!(into_next_level(&v, 0, &range("q", "w"), None, 1).is_none());
     }
 
     #[test]
     fn a_lone_table_with_nothing_below_is_rewritten_not_moved() {
         let mut v = Version::default();
         v.levels[0] = vec![table(1, "a", "z", 10)];
-        let p = into_next_level(&v, 0, &KeyRange::all()).unwrap();
+        let p = into_next_level(&v, 0, &KeyRange::all(), None, u64::MAX).unwrap();
         assert!(!p.trivial_move && p.next_inputs.is_empty());
     }
 
@@ -141,12 +204,69 @@ mod tests {
             table(4, "i", "j", 1),
         ];
         let fresh = |t: &TableHandle| t.number() >= 9;
-        let p = next_bottom_rewrite(&v, 2, &range("b", "z"), fresh).unwrap();
+        let p = next_bottom_rewrite(&v, 2, &range("b", "z"), fresh, u64::MAX).unwrap();
         assert_eq!(numbers(&p.inputs), vec![1, 2]);
         assert_eq!((p.level, p.output_level(), p.incoming_entries()), (2, 2, 0));
         v.levels[2].retain(|t| t.number() > 2);
-        let p = next_bottom_rewrite(&v, 2, &range("b", "z"), fresh).unwrap();
+        let p = next_bottom_rewrite(&v, 2, &range("b", "z"), fresh, u64::MAX).unwrap();
         assert_eq!(numbers(&p.inputs), vec![3, 4]);
-        assert!(next_bottom_rewrite(&v, 2, &range("e", "f"), fresh).is_none());
+        assert!(next_bottom_rewrite(&v, 2, &range("e", "f"), fresh, u64::MAX).is_none());
+    }
+
+    #[test]
+    fn a_level_goes_down_in_steps_of_the_budget_each_counting_what_it_overlaps_below() {
+        let mut v = Version::default();
+        v.levels[1] = vec![
+            sized(1, "a", "b", 5, 100),
+            sized(2, "c", "d", 5, 100),
+            sized(3, "e", "f", 5, 100),
+            sized(4, "g", "h", 5, 1000),
+            sized(5, "i", "j", 5, 100),
+        ];
+        // Under table 2 lie 6 and 7 (300 bytes); under 3, 7 again.
+        v.levels[2] = vec![
+            sized(6, "c", "c", 1, 100),
+            sized(7, "d", "e", 1, 200),
+            sized(8, "x", "z", 1, 100),
+        ];
+        let all = KeyRange::all();
+        let step = |v: &Version, after: Option<&str>| {
+            into_next_level(v, 1, &all, after.map(str::as_bytes), 500)
+                .map(|p| (numbers(&p.inputs), numbers(&p.next_inputs)))
+        };
+        // 1 (100) and 2 (100 + 300) fit in 500; 3 (100 + 200) would not.
+        assert_eq!(step(&v, None), Some((vec![1, 2], vec![6, 7])));
+        assert_eq!(step(&v, Some("d")), Some((vec![3], vec![7])));
+        // A table larger than the budget goes down on its own.
+        assert_eq!(step(&v, Some("f")), Some((vec![4], vec![])));
+        assert_eq!(step(&v, Some("h")), Some((vec![5], vec![])));
+        assert_eq!(step(&v, Some("j")), None);
+        // A table that straddles the last step's end (one a compaction of L0 added between
+        // two steps) is in the next step, and the range still limits the steps.
+        v.levels[1].insert(2, sized(9, "d0", "e5", 9, 100));
+        v.levels[1].retain(|t| t.number() != 3);
+        assert_eq!(step(&v, Some("d")).map(|s| s.0), Some(vec![9]));
+        let p = into_next_level(&v, 1, &range("a", "c"), None, 500).unwrap();
+        assert_eq!(numbers(&p.inputs), vec![1]);
+    }
+
+    #[test]
+    fn a_bottom_rewrite_takes_as_many_tables_as_the_budget_holds_and_at_least_one() {
+        let mut v = Version::default();
+        v.levels[2] = vec![
+            sized(1, "a", "b", 1, 300),
+            sized(2, "c", "d", 1, 300),
+            sized(3, "e", "f", 1, 900),
+            sized(4, "g", "h", 1, 100),
+        ];
+        let all = KeyRange::all();
+        let mut done = std::collections::HashSet::new();
+        let mut steps = Vec::new();
+        while let Some(p) = next_bottom_rewrite(&v, 2, &all, |t| done.contains(&t.number()), 700) {
+            let n = numbers(&p.inputs);
+            done.extend(n.iter().copied());
+            steps.push(n);
+        }
+        assert_eq!(steps, vec![vec![1, 2], vec![3], vec![4]]);
     }
 }

@@ -173,6 +173,14 @@ pub(crate) fn scores(version: &Version, opts: &Options) -> Vec<f64> {
         .collect()
 }
 
+/// The compaction of L0 into L1 (every L0 table, as [`pick`] makes it), if L0 holds at least
+/// `l0_compaction_trigger` tables; whatever the other levels' scores.
+pub(crate) fn level0(version: &Version, opts: &Options) -> Option<Plan> {
+    let tables = &version.levels[0];
+    (!tables.is_empty() && tables.len() >= opts.l0_compaction_trigger)
+        .then(|| Plan::new(version, 0, tables.clone(), opts))
+}
+
 /// The compaction to run next, if any level is over its target.
 pub(crate) fn pick(
     version: &Version,
@@ -188,9 +196,10 @@ pub(crate) fn pick(
     if score < 1.0 {
         return None;
     }
-    let inputs = if level == 0 {
-        version.levels[0].clone()
-    } else {
+    if level == 0 {
+        return level0(version, opts);
+    }
+    let inputs = {
         let tables = &version.levels[level];
         let pointer = &compact_pointers[level];
         let next = tables

@@ -7,9 +7,15 @@
 //! the steps above did not rewrite are rewritten in place. Every output is written by a merge
 //! that drops the versions no snapshot can see and, at the bottom, the tombstones no snapshot
 //! can see, and is cut at `target_table_size`.
+//!
+//! Below L0 the merges and the rewrite go in steps of bounded input (see
+//! [`manual::step_bytes`]), and after each step L0 is compacted into L1 if it holds
+//! `l0_compaction_trigger` tables (with automatic compaction on): the flushes of the writes
+//! made meanwhile would otherwise pile up in L0 for the whole manual compaction, and stop
+//! writers at `l0_stop_trigger`, since the one compaction thread runs nothing else.
 
 use super::{Core, State};
-use crate::compaction::manual;
+use crate::compaction::{manual, picker, Plan};
 use crate::error::Result;
 use crate::iter::KeyRange;
 use crate::version::NUM_LEVELS;
@@ -77,29 +83,60 @@ impl Core {
                 .find(|&l| !v.levels[l].is_empty())
                 .unwrap_or(1)
         };
+        let budget = manual::step_bytes(&self.opts);
         for level in 0..bottom {
-            let (plan, version) = {
-                let v = self.versions.lock().current();
-                match manual::into_next_level(&v, level, range) {
-                    Some(p) => (p, v),
-                    None => continue,
+            // The largest key of the step before: each step starts past it.
+            let mut after: Option<Vec<u8>> = None;
+            loop {
+                let (plan, version) = {
+                    let v = self.versions.lock().current();
+                    match manual::into_next_level(&v, level, range, after.as_deref(), budget) {
+                        Some(p) => (p, v),
+                        None => break,
+                    }
+                };
+                after = Some(picker::user_range(&plan.inputs).1);
+                self.run_manual_step(&plan, &version)?;
+                if level == 0 {
+                    // L0 goes down in one step (its tables overlap each other).
+                    break;
                 }
-            };
-            self.stop_if_writes_stopped()?;
-            self.run_plan(&plan, &version)?;
+            }
         }
         loop {
             let (plan, version) = {
                 let v = self.versions.lock().current();
+                // An output of this compaction, or of an L0 compaction between its steps.
                 let fresh = |t: &crate::version::TableHandle| t.number() >= first_output;
-                match manual::next_bottom_rewrite(&v, bottom, range, fresh) {
+                match manual::next_bottom_rewrite(&v, bottom, range, fresh, budget) {
                     Some(p) => (p, v),
                     None => return Ok(()),
                 }
             };
-            self.stop_if_writes_stopped()?;
-            self.run_plan(&plan, &version)?;
+            self.run_manual_step(&plan, &version)?;
         }
+    }
+
+    /// Runs one step of a manual compaction, then compacts L0 into L1 if it holds
+    /// `l0_compaction_trigger` tables and automatic compaction is on (the compaction of L0
+    /// that [`picker::pick`] would choose), so that writes made meanwhile are not stopped at
+    /// `l0_stop_trigger` until the manual compaction is over. Either ends at once if writes
+    /// have stopped.
+    fn run_manual_step(&self, plan: &Plan, version: &crate::version::Version) -> Result<()> {
+        self.stop_if_writes_stopped()?;
+        self.run_plan(plan, version)?;
+        if !self.opts.auto_compaction {
+            return Ok(());
+        }
+        let (plan, version) = {
+            let v = self.versions.lock().current();
+            match picker::level0(&v, &self.opts) {
+                Some(p) => (p, v),
+                None => return Ok(()),
+            }
+        };
+        self.stop_if_writes_stopped()?;
+        self.run_plan(&plan, &version)
     }
 
     /// The stop error once writes have stopped: a manual compaction then ends between two of

@@ -52,6 +52,7 @@ mod invalid_arguments;
 mod locking;
 mod lone_writer_group;
 mod manifest_failure_keeps_data;
+mod manual_compaction_lets_l0_through;
 mod memtable_grown_ahead;
 mod not_an_sstable;
 mod obsolete_delete_failure;
