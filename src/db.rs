@@ -346,10 +346,12 @@ impl Db {
     /// whose deletion fails stays until the next open
     /// ([`Stats::obsolete_delete_failures`](crate::Stats::obsolete_delete_failures)).
     ///
-    /// Errors: [`Error::Corruption`] if an input table is damaged, [`Error::Io`],
+    /// Errors: [`Error::Corruption`] if an input table is damaged (one of the range's, or an
+    /// L0 table of a compaction of L0 between two steps), [`Error::Io`],
     /// [`Error::InvalidArgument`] on a read-only handle, [`Error::Poisoned`] (or the
     /// corruption that stopped writes) if writes stop before or while it runs: it then ends
-    /// at its next step, leaving the steps done so far in place, [`Error::Closed`].
+    /// at its next step, leaving the steps done so far in place, [`Error::Closed`] if the
+    /// database is closed meanwhile (it ends after the step under way).
     pub fn compact_range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<()> {
         self.flush()?;
         self.core().compact_range(scan::bounds(&range))

@@ -16,6 +16,8 @@ use super::picker::Plan;
 use crate::iter::KeyRange;
 use crate::options::Options;
 use crate::version::{TableHandle, Version};
+use bytes::Bytes;
+use std::ops::Bound;
 use std::sync::Arc;
 
 /// Input bytes one step of a manual compaction below L0 takes, at most: 25 tables of
@@ -43,6 +45,29 @@ fn within_budget(
         taken.push(t);
     }
     taken
+}
+
+/// `range` cut short at the largest key of the tables of `level` it overlaps now (`None` if
+/// it overlaps none): the span a manual compaction merges down from that level. Fixed when
+/// the level's steps begin, so that they end: L0 compactions between two steps add tables to
+/// L1, and with keys that ascend (a log, timestamps) each would lie past the last step and
+/// be taken by the next for as long as writes go on. A table that straddles the end (old
+/// data merged with new by such a compaction) still overlaps it, and is taken.
+pub(crate) fn level_span(version: &Version, level: usize, range: &KeyRange) -> Option<KeyRange> {
+    let end = version.levels[level]
+        .iter()
+        .filter(|t| range.overlaps(t.meta.smallest_user(), t.meta.largest_user()))
+        .map(|t| t.meta.largest_user())
+        .max()?;
+    let hi = if range.below_hi(end) {
+        Bound::Included(Bytes::copy_from_slice(end))
+    } else {
+        range.hi.clone()
+    };
+    Some(KeyRange {
+        lo: range.lo.clone(),
+        hi,
+    })
 }
 
 /// The next step of merging the tables of `level` that overlap `range` into `level + 1`
@@ -268,5 +293,31 @@ mod tests {
             steps.push(n);
         }
         assert_eq!(steps, vec![vec![1, 2], vec![3], vec![4]]);
+    }
+
+    #[test]
+    fn a_level_span_ends_at_its_largest_key_then_and_takes_tables_across_that_end() {
+        let mut v = Version::default();
+        v.levels[1] = vec![sized(1, "a", "c", 5, 100), sized(2, "e", "g", 5, 100)];
+        let span = level_span(&v, 1, &KeyRange::all()).unwrap();
+        assert!(span.below_hi(b"g") && !span.below_hi(b"g0"));
+        // A narrower range keeps its own end.
+        let narrow = level_span(&v, 1, &range("b", "f")).unwrap();
+        assert!(narrow.below_hi(b"e") && !narrow.below_hi(b"f"));
+        assert!(level_span(&v, 1, &range("h", "z")).is_none());
+        // Tables an L0 compaction adds meanwhile: one across the end (old keys in it) is
+        // taken, one wholly past it (new keys only) is not.
+        v.levels[1] = vec![
+            sized(1, "a", "c", 5, 100),
+            sized(3, "f", "h", 9, 100),
+            sized(4, "i", "k", 9, 100),
+        ];
+        let mut steps = Vec::new();
+        let mut after: Option<Vec<u8>> = None;
+        while let Some(p) = into_next_level(&v, 1, &span, after.as_deref(), 150) {
+            after = Some(super::super::picker::user_range(&p.inputs).1);
+            steps.push(numbers(&p.inputs));
+        }
+        assert_eq!(steps, vec![vec![1], vec![3]]);
     }
 }

@@ -85,12 +85,17 @@ impl Core {
         };
         let budget = manual::step_bytes(&self.opts);
         for level in 0..bottom {
+            // What the level holds of the range now (see `manual::level_span`).
+            let span = match manual::level_span(&self.versions.lock().current(), level, range) {
+                Some(span) => span,
+                None => continue,
+            };
             // The largest key of the step before: each step starts past it.
             let mut after: Option<Vec<u8>> = None;
             loop {
                 let (plan, version) = {
                     let v = self.versions.lock().current();
-                    match manual::into_next_level(&v, level, range, after.as_deref(), budget) {
+                    match manual::into_next_level(&v, level, &span, after.as_deref(), budget) {
                         Some(p) => (p, v),
                         None => break,
                     }
@@ -121,10 +126,14 @@ impl Core {
     /// `l0_compaction_trigger` tables and automatic compaction is on (the compaction of L0
     /// that [`picker::pick`] would choose), so that writes made meanwhile are not stopped at
     /// `l0_stop_trigger` until the manual compaction is over. Either ends at once if writes
-    /// have stopped.
+    /// have stopped, or with [`Error::Closed`](crate::Error::Closed) once the database is
+    /// closing (a step may be too small for the job's own check, every 1,024 entries, to
+    /// see it, and `close` waits for this thread).
     fn run_manual_step(&self, plan: &Plan, version: &crate::version::Version) -> Result<()> {
+        self.read_path().check_open()?;
         self.stop_if_writes_stopped()?;
         self.run_plan(plan, version)?;
+        self.read_path().check_open()?;
         if !self.opts.auto_compaction {
             return Ok(());
         }
