@@ -392,6 +392,44 @@ fn db_info_reports_a_damaged_table_and_the_rest() {
         .all(|r| r["filter_kind"] == "bloom"));
     let (text, _) = run(silt().args(["db", "info"]).arg(dir.path()), 1);
     assert!(text.contains("DAMAGED"), "{text}");
+    // A table the file system will not read (a directory in its place) is unreadable, not
+    // damaged: its bytes may be whole.
+    let other = &tables[2];
+    std::fs::remove_file(other).unwrap();
+    std::fs::create_dir(other).unwrap();
+    let (out, err) = run(silt().args(["db", "info", "--json"]).arg(dir.path()), 1);
+    assert!(err.contains("2 table"), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rows = v["levels"][0]["table_list"].as_array().unwrap();
+    let kinds: Vec<_> = rows
+        .iter()
+        .map(|r| r["filter_kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "unreadable").count(),
+        1,
+        "{out}"
+    );
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "damaged").count(),
+        1,
+        "{out}"
+    );
+    let unreadable = rows
+        .iter()
+        .find(|r| r["filter_kind"] == "unreadable")
+        .unwrap();
+    let other_name = other.file_name().unwrap().to_str().unwrap();
+    assert!(
+        unreadable["damage"].as_str().unwrap().contains(other_name),
+        "{out}"
+    );
+    let (text, _) = run(silt().args(["db", "info"]).arg(dir.path()), 1);
+    assert!(
+        text.contains("UNREADABLE") && text.contains("DAMAGED"),
+        "{text}"
+    );
+    std::fs::remove_dir(other).unwrap();
     // A table missing (a writer compacted it away meanwhile) is still "try again": status 2.
     std::fs::remove_file(bad).unwrap();
     let (_, err) = run(silt().args(["db", "info"]).arg(dir.path()), 2);

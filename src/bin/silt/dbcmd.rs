@@ -33,14 +33,15 @@ struct TableRow {
     filter_bytes: u64,
     bits_per_key: f64,
     /// "bloom", "fuse4" to "fuse16", "ribbon", "empty", "unknown" or "none" (as `Db::tables`
-    /// names it).
+    /// names it); "damaged" or "unreadable" for a table that could not be opened.
     filter_kind: String,
     predicted_fpr: f64,
     index_bytes: u64,
-    /// Why the table could not be opened (damaged, or unreadable), with its file and offset;
-    /// `null` for a table that opened. A damaged table's keys, filter, index and predicted
-    /// false-positive rate count 0 and its filter kind is "damaged"; the report goes on, and
-    /// the command exits 1.
+    /// Why the table could not be opened, with its file (and offset, for damage); `null` for
+    /// a table that opened. Its keys, filter, index and predicted false-positive rate count
+    /// 0 and its filter kind is "damaged" (its bytes are corrupt) or "unreadable" (the file
+    /// system refused to read it: permissions, not a file, an I/O error); the report goes
+    /// on, and the command exits 1.
     damage: Option<String>,
 }
 
@@ -157,8 +158,15 @@ pub fn info(dir: &Path, json: bool) -> Result<(), CliError> {
                     )));
                 }
                 // A damaged (or unreadable) table is reported in its row, and the rest of the
-                // database still is: an operator sees every table, not the first bad one.
+                // database still is: an operator sees every table, not the first bad one. A
+                // table whose bytes are corrupt is damaged; one the file system would not read
+                // (permissions, a directory in its place, an I/O error) may be whole.
                 Err(e) => {
+                    let kind = if e.is_corruption() {
+                        "damaged"
+                    } else {
+                        "unreadable"
+                    };
                     rows.push(TableRow {
                         number: meta.number,
                         bytes: meta.size,
@@ -168,7 +176,7 @@ pub fn info(dir: &Path, json: bool) -> Result<(), CliError> {
                         largest: escape(meta.largest_user()),
                         filter_bytes: 0,
                         bits_per_key: 0.0,
-                        filter_kind: "damaged".into(),
+                        filter_kind: kind.into(),
                         predicted_fpr: 0.0,
                         index_bytes: 0,
                         damage: Some(crate::output::describe(&e)),
@@ -353,7 +361,8 @@ pub fn info(dir: &Path, json: bool) -> Result<(), CliError> {
                 ),
             )?;
             if let Some(damage) = &t.damage {
-                line(&mut out, &format!("    DAMAGED: {damage}"))?;
+                let what = t.filter_kind.to_uppercase();
+                line(&mut out, &format!("    {what}: {damage}"))?;
             }
         }
     }
