@@ -47,13 +47,18 @@ fn within_budget(
     taken
 }
 
-/// `range` cut short at the largest key of the tables of `level` it overlaps now (`None` if
-/// it overlaps none): the span a manual compaction merges down from that level. Fixed when
-/// the level's steps begin, so that they end: L0 compactions between two steps add tables to
-/// L1, and with keys that ascend (a log, timestamps) each would lie past the last step and
-/// be taken by the next for as long as writes go on. A table that straddles the end (old
-/// data merged with new by such a compaction) still overlaps it, and is taken.
-pub(crate) fn level_span(version: &Version, level: usize, range: &KeyRange) -> Option<KeyRange> {
+/// What a manual compaction merges down from one level ([`level_span`]), fixed when the
+/// level's steps begin so that they end: L0 compactions between two steps add tables to L1.
+pub(crate) struct LevelSpan {
+    /// The caller's range, cut short at `end`: a table an L0 compaction adds wholly past it
+    /// (keys that ascend: a log, timestamps) is not taken.
+    range: KeyRange,
+    /// The largest key of the level's tables that overlapped the range then.
+    end: Bytes,
+}
+
+/// The [`LevelSpan`] of `range` in `level` now; `None` if `range` overlaps none of its tables.
+pub(crate) fn level_span(version: &Version, level: usize, range: &KeyRange) -> Option<LevelSpan> {
     let end = version.levels[level]
         .iter()
         .filter(|t| range.overlaps(t.meta.smallest_user(), t.meta.largest_user()))
@@ -64,10 +69,35 @@ pub(crate) fn level_span(version: &Version, level: usize, range: &KeyRange) -> O
     } else {
         range.hi.clone()
     };
-    Some(KeyRange {
-        lo: range.lo.clone(),
-        hi,
+    Some(LevelSpan {
+        range: KeyRange {
+            lo: range.lo.clone(),
+            hi,
+        },
+        end: Bytes::copy_from_slice(end),
     })
+}
+
+impl LevelSpan {
+    /// The next step ([`into_next_level`] within the span), or `None` once the last step
+    /// (whose largest key is `after`) reached `end`. Every key the level held in the range
+    /// when its steps began is at or below `end`, and went down with the step that reached
+    /// it (a step takes every table of the level up to its largest key, an L0 compaction's
+    /// outputs too); going on would take tables an L0 compaction makes meanwhile that start
+    /// within the span and reach past it (a key written again, then new keys above), again
+    /// and again for as long as writes go on.
+    pub(crate) fn next_step(
+        &self,
+        version: &Version,
+        level: usize,
+        after: Option<&[u8]>,
+        budget: u64,
+    ) -> Option<Plan> {
+        if after.is_some_and(|a| a >= &self.end[..]) {
+            return None;
+        }
+        into_next_level(version, level, &self.range, after, budget)
+    }
 }
 
 /// The next step of merging the tables of `level` that overlap `range` into `level + 1`
@@ -300,10 +330,11 @@ mod tests {
         let mut v = Version::default();
         v.levels[1] = vec![sized(1, "a", "c", 5, 100), sized(2, "e", "g", 5, 100)];
         let span = level_span(&v, 1, &KeyRange::all()).unwrap();
-        assert!(span.below_hi(b"g") && !span.below_hi(b"g0"));
+        assert!(span.range.below_hi(b"g") && !span.range.below_hi(b"g0"));
+        assert_eq!(&span.end[..], b"g");
         // A narrower range keeps its own end.
         let narrow = level_span(&v, 1, &range("b", "f")).unwrap();
-        assert!(narrow.below_hi(b"e") && !narrow.below_hi(b"f"));
+        assert!(narrow.range.below_hi(b"e") && !narrow.range.below_hi(b"f"));
         assert!(level_span(&v, 1, &range("h", "z")).is_none());
         // Tables an L0 compaction adds meanwhile: one across the end (old keys in it) is
         // taken, one wholly past it (new keys only) is not.
@@ -314,10 +345,31 @@ mod tests {
         ];
         let mut steps = Vec::new();
         let mut after: Option<Vec<u8>> = None;
-        while let Some(p) = into_next_level(&v, 1, &span, after.as_deref(), 150) {
+        while let Some(p) = span.next_step(&v, 1, after.as_deref(), 150) {
             after = Some(super::super::picker::user_range(&p.inputs).1);
             steps.push(numbers(&p.inputs));
         }
         assert_eq!(steps, vec![vec![1], vec![3]]);
+    }
+
+    /// Review finding: a table an L0 compaction makes from a key written again inside the
+    /// span and new keys past its end starts within the span and ends past the last step;
+    /// without an end to the steps, each such table was taken by one more step.
+    #[test]
+    fn a_level_s_steps_end_once_past_its_end_whatever_starts_within_it() {
+        let mut v = Version::default();
+        v.levels[1] = vec![sized(1, "a", "c", 5, 100), sized(2, "e", "g", 5, 100)];
+        let span = level_span(&v, 1, &KeyRange::all()).unwrap();
+        let first = span.next_step(&v, 1, None, 150).unwrap();
+        assert_eq!(numbers(&first.inputs), vec![1]);
+        // An L0 compaction merges table 2 with new writes of "b" and of "t..." keys.
+        v.levels[1] = vec![sized(3, "b", "t5", 9, 100)];
+        let second = span.next_step(&v, 1, Some(b"c"), 150).unwrap();
+        assert_eq!(numbers(&second.inputs), vec![3]);
+        // Again, past the end: the steps are over.
+        v.levels[1] = vec![sized(4, "b", "t9", 9, 100)];
+        assert!(span.next_step(&v, 1, Some(b"t5"), 150).is_none());
+        // (What a step past the end would have taken.)
+        assert!(into_next_level(&v, 1, &span.range, Some(b"t5"), 150).is_some());
     }
 }

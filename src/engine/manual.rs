@@ -95,7 +95,7 @@ impl Core {
             loop {
                 let (plan, version) = {
                     let v = self.versions.lock().current();
-                    match manual::into_next_level(&v, level, &span, after.as_deref(), budget) {
+                    match span.next_step(&v, level, after.as_deref(), budget) {
                         Some(p) => (p, v),
                         None => break,
                     }
