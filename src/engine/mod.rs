@@ -212,8 +212,9 @@ impl Core {
 
     /// Stops the background threads (joining `threads`), waits for a memtable rotation under
     /// way, syncs the WAL, removes the WAL made ahead for the next rotation (if any), deletes
-    /// the files still queued as obsolete and releases the directory lock. A call made while another thread closes waits for it and returns what
-    /// it returns; a call after that is a no-op.
+    /// the files still queued as obsolete and releases the directory lock. A call made while
+    /// another thread closes waits for it and returns what it returns; a call after that is a
+    /// no-op.
     pub(crate) fn close(&self, threads: &Mutex<Vec<JoinHandle<()>>>) -> Result<()> {
         {
             let mut st = self.state.lock();

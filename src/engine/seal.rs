@@ -152,9 +152,10 @@ impl Core {
     /// ([`WalWriter::expect_appends`]) while the live memtable fills. Without it the rotation
     /// creates the file, and the writer's first append waits for that allocation, which
     /// meets the old WAL's seal in the file system's journal: up to ~3 ms a rotation, 3.3-15.7
-    /// ms per 1M sequential inserts on the VM of `docs/benchmarks.md` (0.19-0.37 ms with it). Kept only if it is numbered above the live WAL and no
-    /// rotation is under way (one that found no spare creates its own WAL, numbered below
-    /// this one or above it), so that WALs are still started in the order of their numbers;
+    /// ms per 1M sequential inserts on the VM of `docs/benchmarks.md` (0.19-0.37 ms with it).
+    /// Kept only if it is numbered above the live WAL and no rotation is under way (one that
+    /// found no spare creates its own WAL, numbered below this one or above it), so that WALs
+    /// are still started in the order of their numbers;
     /// otherwise, or if the database is closing or refusing writes, its file is removed.
     /// A spare that cannot be made is not an error (the next rotation creates its WAL as
     /// without one): a failure to create it is logged.

@@ -504,8 +504,9 @@ impl Memtable {
         self.growing.store(growing, Ordering::Relaxed);
     }
 
-    /// True the first time it is asked after the writer asked for chunks ([`wants_growth`](Self::wants_growth)): the
-    /// write path then wakes the flush thread (once, not after every write until it runs).
+    /// True the first time it is asked after the writer asked for chunks
+    /// ([`wants_growth`](Self::wants_growth)): the write path then wakes the flush thread
+    /// (once, not after every write until it runs).
     pub(crate) fn take_growth_request(&self) -> bool {
         if self.growth.load(Ordering::Relaxed) != GROWTH_WANTED {
             return false;
@@ -518,9 +519,9 @@ impl Memtable {
     /// chunks made ahead, or is down to the last [`GROWTH_LOW_WATER`]
     /// ([`wants_growth`](Self::wants_growth)): index arrays for twice the entries it holds and
     /// spare chunks up to as many as it has filled (those left counted), each written once so
-    /// that its pages are there, but never beyond what it will hold when full, projected from what it
-    /// holds now (its entries and chunk bytes scaled by `memtable_size` over the bytes it
-    /// counts towards it). The flush thread calls it when it has nothing to flush. A memtable
+    /// that its pages are there, but never beyond what it will hold when full, projected from
+    /// what it holds now (its entries and chunk bytes scaled by `memtable_size` over the bytes
+    /// it counts towards it). The flush thread calls it when it has nothing to flush. A memtable
     /// with no model to grow like ([`grow_ahead`](Self::grow_ahead): the first after an open,
     /// or one after a memtable sealed early) thus doubles ahead of its writer, as a vector
     /// does, instead of faulting in every page of its chunks and arrays on the writer's thread
@@ -964,10 +965,10 @@ mod tests {
     }
 
     /// A memtable with no chunks made ahead asks to grow once its writer takes a new chunk;
-    /// the write path is told once; growing tops its spares up to as many chunks as it filled (whole pages
-    /// written) and index arrays for twice its entries, no more than it will hold when full
-    /// (projected from what it counts towards `memtable_size`), and nothing once sealed; with
-    /// no more spares than the low-water mark, the next chunk it takes asks again.
+    /// the write path is told once; growing tops its spares up to as many chunks as it filled
+    /// (whole pages written) and index arrays for twice its entries, no more than it will hold
+    /// when full (projected from what it counts towards `memtable_size`), and nothing once
+    /// sealed; with no more spares than the low-water mark, the next chunk it takes asks again.
     #[test]
     fn a_memtable_that_ran_out_of_chunks_grows_ahead_of_itself() {
         let value = vec![7u8; 100];

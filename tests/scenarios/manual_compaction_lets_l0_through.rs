@@ -7,7 +7,7 @@
 
 use crate::common;
 
-use common::hooked_fs::{hold_once, HookedFs};
+use common::hooked_fs::{hold_dir_sync_of, HeldDirSync, HookedFs};
 use siltdb::fs::{FileSystem, MemFs};
 use siltdb::inspect::{decode_manifest_payload, read_log, VersionEdit};
 use siltdb::{Db, Error};
@@ -20,8 +20,15 @@ use std::time::Duration;
 
 const DIR: &str = "/db";
 
-fn thread_is(name: &str) -> bool {
-    std::thread::current().name() == Some(name)
+/// Two rounds of 20 writes of `key(i)`, each flushed: two L0 tables (each round's writes,
+/// ~1.6 KiB counted, fill no 4 KiB memtable).
+fn two_flushes(db: &Db, key: impl Fn(u32) -> String) {
+    for round in 0..2u32 {
+        for i in 0..20u32 {
+            db.insert(key(i), format!("new{round}")).unwrap();
+        }
+        db.flush().unwrap();
+    }
 }
 
 /// Every edit of the live manifest of the database on `mem`, in order (read from a copy on
@@ -56,6 +63,16 @@ struct Held {
 /// manual compaction's) and starts `compact`, which is held in its first step's directory
 /// sync.
 fn hold_a_manual_compaction(mem: &MemFs, value_len: usize) -> Held {
+    let HeldDirSync {
+        fs,
+        armed,
+        entered,
+        release,
+    } = hold_dir_sync_of("siltdb-compact");
+    let fs = HookedFs {
+        inner: mem.clone(),
+        ..fs
+    };
     {
         let db = Db::open_with(DIR, common::mem_options(mem)).unwrap();
         for i in 0..4000u32 {
@@ -84,11 +101,6 @@ fn hold_a_manual_compaction(mem: &MemFs, value_len: usize) -> Held {
         );
         db.close().unwrap();
     }
-    let (hold, armed, entered, release) = hold_once(|| thread_is("siltdb-compact"));
-    let fs = HookedFs {
-        on_sync_dir: Some(hold),
-        ..HookedFs::new(mem.clone())
-    };
     let opts = common::small_options()
         .level_base_size(64 << 20)
         .file_system(Arc::new(fs) as Arc<dyn FileSystem>);
@@ -131,15 +143,8 @@ fn l0_is_compacted_between_the_steps_of_a_manual_compaction() {
         compactor,
         release,
     } = hold_a_manual_compaction(&mem, 40);
-    // Two flushes while the first step is held: L0 at its compaction trigger (2). Each
-    // round's writes (~1.6 KiB counted) fill no 4 KiB memtable: one table a flush.
-    for round in 0..2u32 {
-        for i in 0..20u32 {
-            db.insert(format!("k{:05}", i * 200), format!("new{round}"))
-                .unwrap();
-        }
-        db.flush().unwrap();
-    }
+    // Two flushes while the first step is held: L0 at its compaction trigger (2).
+    two_flushes(&db, |i| format!("k{:05}", i * 200));
     let flushed: HashSet<u64> = db
         .tables()
         .iter()
@@ -250,13 +255,7 @@ fn writes_past_the_range_a_level_held_are_not_chased_down() {
         release,
         ..
     } = hold_a_manual_compaction(&mem, 40);
-    for round in 0..2u32 {
-        for i in 0..20u32 {
-            db.insert(format!("m{i:05}"), format!("new{round}"))
-                .unwrap();
-        }
-        db.flush().unwrap();
-    }
+    two_flushes(&db, |i| format!("m{i:05}"));
     release.send(()).unwrap();
     compactor.join().unwrap().unwrap();
     let new: Vec<_> = db
